@@ -1,0 +1,1 @@
+"""Reference GSPMD: mesh, sharding, trace, propagate, partition, halo, pipeline."""

@@ -1,0 +1,28 @@
+"""`mesh_split`: a sharding annotation inside ordinary jax code.
+
+It is `jax.lax.with_sharding_constraint` underneath, so the same function runs under `jax.jit`
+with a real constraint, and `gv.trace` reads it back from the jaxpr as a fixed sharding.
+"""
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+
+from gspmd_viz.core.devices import has_devices
+from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.sharding import Sharding
+
+
+def as_sharding(mesh: Mesh, spec) -> Sharding:
+    return spec if isinstance(spec, Sharding) else Sharding(mesh, spec)
+
+
+def mesh_split(x, mesh: Mesh, spec):
+    """Annotate `x` with `spec` on `mesh` (GSPMD's mesh_split).  # XLA: a Sharding custom-call"""
+    sharding = as_sharding(mesh, spec)
+    if sharding.mesh != mesh:
+        raise ValueError(f"{sharding!r} is on another mesh than {mesh!r}")
+    sharding.check_rank(np.ndim(x))
+    # jit ignores a constraint on an AbstractMesh, so use real devices whenever we have them.
+    target = mesh.to_jax() if has_devices(mesh.size) else mesh.to_abstract()
+    return jax.lax.with_sharding_constraint(x, NamedSharding(target, sharding.to_partition_spec()))
