@@ -1,0 +1,1 @@
+"""Figures and widgets that replay what core and sim recorded (one view per file)."""
