@@ -4,7 +4,7 @@ The mesh needs no devices until something runs on it, so meshes of 4096+ devices
 symbolic propagation, partitioning and display.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 
 import numpy as np
@@ -67,21 +67,31 @@ class Mesh:
         index = np.unravel_index(device, self.sizes)
         return {name: int(i) for name, i in zip(self.axis_names, index, strict=True)}
 
-    def to_jax(self):
-        """A jax.sharding.Mesh over this process's first devices, with Auto (GSPMD) axes."""
-        from jax.sharding import AxisType
+    def to_jax(self, explicit: Iterable[str] = ()):
+        """A jax.sharding.Mesh over this process's first devices, with Auto (GSPMD) axes.
+
+        Axes named in `explicit` get AxisType.Explicit: jax needs that for unreduced axes.
+        """
         from jax.sharding import Mesh as JaxMesh
 
         devices = np.array(available_devices(self.size)).reshape(self.sizes)
-        return JaxMesh(devices, self.axis_names, axis_types=(AxisType.Auto,) * len(self._axes))
+        return JaxMesh(devices, self.axis_names, axis_types=self._axis_types(explicit))
+
+    def _axis_types(self, explicit: Iterable[str] = ()) -> tuple:
+        from jax.sharding import AxisType
+
+        explicit = set(explicit)
+        for name in explicit:
+            self.check_axis(name)
+        return tuple(
+            AxisType.Explicit if name in explicit else AxisType.Auto for name in self.axis_names
+        )
 
     def to_abstract(self):
         """A device-less jax AbstractMesh with the same axes (for tracing huge meshes)."""
-        from jax.sharding import AbstractMesh, AxisType
+        from jax.sharding import AbstractMesh
 
-        return AbstractMesh(
-            self.sizes, self.axis_names, axis_types=(AxisType.Auto,) * len(self._axes)
-        )
+        return AbstractMesh(self.sizes, self.axis_names, axis_types=self._axis_types())
 
     @classmethod
     def from_jax(cls, mesh) -> "Mesh":

@@ -208,7 +208,8 @@ class Sharding:
     def to_named_sharding(self):
         from jax.sharding import NamedSharding
 
-        return NamedSharding(self.mesh.to_jax(), self.to_partition_spec())
+        # jax accepts unreduced axes only on Explicit mesh axes; the rest stay Auto (GSPMD).
+        return NamedSharding(self.mesh.to_jax(self.unreduced), self.to_partition_spec())
 
     def dims_mapping(self, ndim: int) -> list[int]:
         """GSPMD's mesh_split dims_mapping: the mesh dim splitting each tensor dim, or -1."""
