@@ -8,6 +8,10 @@ import jax
 from jax._src import xla_bridge
 
 
+class DeviceCountError(ValueError, RuntimeError):
+    """The process has fewer jax devices than a mesh needs (fix: gv.use_cpu_devices first)."""
+
+
 def _backend_started() -> bool:
     return xla_bridge.backends_are_initialized()
 
@@ -21,7 +25,7 @@ def use_cpu_devices(n: int) -> None:
         return
     have = jax.device_count()
     if have < n:
-        raise RuntimeError(
+        raise DeviceCountError(
             f"jax already started with {have} device(s), so it cannot simulate {n}. "
             f"Call gv.use_cpu_devices({n}) before any jax computation "
             "(in a notebook: restart the kernel and run it in the first cell)."
@@ -32,7 +36,7 @@ def available_devices(needed: int) -> list:
     """The first `needed` jax devices, or a clear error saying how to get them."""
     have = jax.device_count()
     if have < needed:
-        raise RuntimeError(
+        raise DeviceCountError(
             f"this needs {needed} devices but the process has {have}. "
             f"Call gv.use_cpu_devices({needed}) before any jax computation "
             "(in a notebook: restart the kernel and run it in the first cell)."

@@ -240,7 +240,10 @@ class Sharding:
 
     @classmethod
     def from_partition_spec(cls, mesh: Mesh, pspec) -> "Sharding":
-        return cls(mesh, tuple(pspec), getattr(pspec, "unreduced", ()))
+        entries = getattr(pspec, "partitions", None)  # jax refuses *pspec when unreduced is set
+        return cls(
+            mesh, tuple(pspec) if entries is None else entries, getattr(pspec, "unreduced", ())
+        )
 
     @classmethod
     def from_named_sharding(cls, named) -> "Sharding":
