@@ -3,6 +3,7 @@
 from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.devices import use_cpu_devices
 from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.program import trace
 from gspmd_viz.core.sharding import Sharding
 
-__all__ = ["Mesh", "Sharding", "mesh_split", "use_cpu_devices"]
+__all__ = ["Mesh", "Sharding", "mesh_split", "trace", "use_cpu_devices"]

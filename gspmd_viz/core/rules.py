@@ -1,0 +1,425 @@
+"""The factor-rule table: one einsum-like rule per primitive family.  # Shardy: OpShardingRule
+
+A rule names the *factors* of an equation (the independent loop dimensions of its einsum) and,
+for every dim of every operand and result, which factors make up that dim (major first; a
+reshape merges several factors into one dim). Propagation and partitioning only ever read
+these rules, never primitive names.
+
+Factor kinds (Shardy's FactorType):
+- pass: the same index in operands and results (elementwise dims, batch and free dims of a dot);
+- reduction: in operands only (contracting dims, reduced dims): results hold partial sums;
+- need_replication: must be unsharded (the sorted dim, a cumsum's scan dim, a sliced dim);
+- windowed: a convolution / pooling spatial dim (neighbours overlap: halo exchange);
+- permutation: moves data between shards (a padded or concatenated dim).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+KINDS = ("pass", "reduction", "need_replication", "windowed", "permutation")
+DimFactors = tuple[int, ...]  # factor indices making up one tensor dim, major first
+TensorFactors = tuple[DimFactors, ...]  # one entry per tensor dim
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str
+    size: int
+    kind: str = "pass"
+
+
+@dataclass(frozen=True)
+class FactorRule:
+    factors: tuple[Factor, ...]
+    operands: tuple[TensorFactors, ...]
+    results: tuple[TensorFactors, ...]
+
+    @classmethod
+    def from_einsum(cls, spec: str, sizes: dict, **kinds: str) -> FactorRule:
+        """`from_einsum("b i k, b k j -> b i j", sizes, reduction="k")`.
+
+        Dims are separated by spaces; `(i j)` is one dim made of factors i (major) and j;
+        `_` (or `1`) is a dim with no factor. `kinds` maps a kind to factor names.
+        """
+        kind_of = {n: k for k, names in kinds.items() for n in names.split()}
+        names = list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", spec)))
+        index = {n: i for i, n in enumerate(names)}
+        factors = tuple(Factor(n, int(sizes[n]), kind_of.get(n, "pass")) for n in names)
+
+        def tensor(text: str) -> TensorFactors:
+            dims = re.findall(r"\([^)]*\)|\S+", text)
+            return tuple(
+                () if d in ("1", "_") else tuple(index[n] for n in re.findall(r"\w+", d))
+                for d in dims
+            )
+
+        lhs, rhs = spec.split("->")
+        split = lambda side: [t for t in side.split(",")] if side.strip() else []  # noqa: E731
+        return cls(factors, tuple(map(tensor, split(lhs))), tuple(map(tensor, split(rhs))))
+
+    def tensor_text(self, tensor: TensorFactors) -> str:
+        def dim(fs: DimFactors) -> str:
+            names = [self.factors[f].name for f in fs]
+            return "_" if not names else names[0] if len(names) == 1 else f"({' '.join(names)})"
+
+        return "[" + ", ".join(dim(fs) for fs in tensor) + "]"
+
+    def __str__(self) -> str:
+        ins = ", ".join(self.tensor_text(t) for t in self.operands)
+        outs = ", ".join(self.tensor_text(t) for t in self.results)
+        special = sorted(f"{f.name}: {f.kind}" for f in self.factors if f.kind != "pass")
+        return f"({ins}) -> ({outs})" + (f"   {'; '.join(special)}" if special else "")
+
+    def factor_dims(self, f: int):
+        """[(is_result, tensor index, dim, position within the dim)] where factor f occurs."""
+        found = []
+        for is_result, tensors in ((False, self.operands), (True, self.results)):
+            for t, tensor in enumerate(tensors):
+                for d, fs in enumerate(tensor):
+                    if f in fs:
+                        found.append((is_result, t, d, fs.index(f)))
+        return found
+
+
+class _Builder:
+    """Creates factors a, b, c, ... while a rule function walks an equation's dims."""
+
+    def __init__(self):
+        self.factors: list[Factor] = []
+
+    def new(self, size: int, kind: str = "pass") -> DimFactors:
+        if size == 1:
+            return ()  # a size-1 dim cannot be split: no factor
+        self.factors.append(Factor(_letter(len(self.factors)), int(size), kind))
+        return (len(self.factors) - 1,)
+
+    def rule(self, operands, results) -> FactorRule:
+        """The rule, with factors renamed i, j, k, ... in order of first appearance."""
+        tensors = [tuple(tuple(d) for d in t) for t in (*operands, *results)]
+        order = list(dict.fromkeys(f for t in tensors for d in t for f in d))
+        order += [f for f in range(len(self.factors)) if f not in order]
+        rank = {f: r for r, f in enumerate(order)}
+        factors = tuple(
+            Factor(_letter(rank[i]), f.size, f.kind) for i, f in enumerate(self.factors)
+        )
+        return FactorRule(factors, tuple(tensors[: len(operands)]), tuple(tensors[len(operands) :]))
+
+
+def _letter(i: int) -> str:
+    letters = "ijklmnopqrstuvwxyzabcdefgh"
+    return letters[i] if i < len(letters) else f"f{i}"
+
+
+def _shapes(eqn):
+    return [v.shape for v in eqn.inputs], [v.shape for v in eqn.outputs]
+
+
+def _is_value(v) -> bool:
+    return type(v).__name__ == "Value"
+
+
+# --- families ---------------------------------------------------------------------------
+def conservative(eqn) -> FactorRule:
+    """Unknown primitive: every dim its own need_replication factor, so nothing flows."""
+    b = _Builder()
+    ins, outs = _shapes(eqn)
+    return b.rule(
+        [[b.new(n, "need_replication") for n in s] for s in ins],
+        [[b.new(n, "need_replication") for n in s] for s in outs],
+    )
+
+
+def elementwise(eqn) -> FactorRule:
+    """`i j, i j -> i j`; scalar or literal operands carry no factors."""
+    b = _Builder()
+    ins, outs = _shapes(eqn)
+    dims = [b.new(n) for n in outs[0]]
+    operands = [
+        dims if (_is_value(v) and s == outs[0]) else [()] * len(s)
+        for v, s in zip(eqn.inputs, ins, strict=True)
+    ]
+    return b.rule(operands, [dims if s == outs[0] else [()] * len(s) for s in outs])
+
+
+def broadcast_in_dim(eqn) -> FactorRule:
+    """Operand dim i is result dim broadcast_dimensions[i]; new dims exist in the result only."""
+    b = _Builder()
+    (src, *_), (out,) = _shapes(eqn)
+    result = [b.new(n) for n in out]
+    operand = [
+        result[r] if src[i] == out[r] else ()
+        for i, r in enumerate(eqn.params["broadcast_dimensions"])
+    ]
+    extra = [[()] * len(s) for s in _shapes(eqn)[0][1:]]  # dynamic shape operands, if any
+    return b.rule([operand, *extra], [result])
+
+
+def transpose(eqn) -> FactorRule:
+    b = _Builder()
+    (src,), _ = _shapes(eqn)
+    operand = [b.new(n) for n in src]
+    return b.rule([operand], [[operand[p] for p in eqn.params["permutation"]]])
+
+
+def reshape(eqn) -> FactorRule:
+    """Split and merged dims share compound factors: `[(i j), k] -> [i, j, k]`."""
+    b = _Builder()
+    (src, *dyn), (out,) = _shapes(eqn)
+    operand, result = [[] for _ in src], [[] for _ in out]
+    ins = [(d, n) for d, n in enumerate(src) if n > 1]
+    outs = [(d, n) for d, n in enumerate(out) if n > 1]
+    p = q = 0
+    left_in, left_out = (ins[0][1] if ins else 1), (outs[0][1] if outs else 1)
+    while p < len(ins) and q < len(outs):
+        g = math.gcd(left_in, left_out)
+        if g == 1:  # the sizes share no factor: the rest cannot be expressed, nothing flows
+            operand[ins[p][0]] += b.new(left_in, "need_replication")
+            result[outs[q][0]] += b.new(left_out, "need_replication")
+            for d, n in ins[p + 1 :]:
+                operand[d] += b.new(n, "need_replication")
+            for d, n in outs[q + 1 :]:
+                result[d] += b.new(n, "need_replication")
+            break
+        f = b.new(g)
+        operand[ins[p][0]] += f
+        result[outs[q][0]] += f
+        left_in, left_out = left_in // g, left_out // g
+        if left_in == 1:
+            p += 1
+            left_in = ins[p][1] if p < len(ins) else 1
+        if left_out == 1:
+            q += 1
+            left_out = outs[q][1] if q < len(outs) else 1
+    return b.rule([operand, *[[()] * len(s) for s in dyn]], [result])
+
+
+def squeeze(eqn) -> FactorRule:
+    b = _Builder()
+    (src,), _ = _shapes(eqn)
+    operand = [b.new(n) for n in src]
+    dropped = {d % len(src) for d in eqn.params["dimensions"]}
+    return b.rule([operand], [[f for d, f in enumerate(operand) if d not in dropped]])
+
+
+def dot_general(eqn) -> FactorRule:
+    """`b i k, b k j -> b i j`: batch and free dims pass, contracting dims are reductions."""
+    b = _Builder()
+    (lhs, rhs), _ = _shapes(eqn)
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lf, rf = [[None] * len(lhs), [None] * len(rhs)]
+    for dl, dr in zip(lb, rb, strict=True):
+        lf[dl] = rf[dr] = b.new(lhs[dl])
+    for dl, dr in zip(lc, rc, strict=True):
+        lf[dl] = rf[dr] = b.new(lhs[dl], "reduction")
+    batch = [lf[d] for d in lb]
+    lfree = [d for d in range(len(lhs)) if lf[d] is None]
+    rfree = [d for d in range(len(rhs)) if rf[d] is None]
+    for dims, shape, fs in ((lfree, lhs, lf), (rfree, rhs, rf)):
+        for d in dims:
+            fs[d] = b.new(shape[d])
+    return b.rule([lf, rf], [batch + [lf[d] for d in lfree] + [rf[d] for d in rfree]])
+
+
+def _axes_rule(eqn, axes, kind: str, keep: bool) -> FactorRule:
+    """Dims in `axes` get `kind`; keep=True: results keep them (cumsum, sort), else drop them."""
+    b = _Builder()
+    ins, outs = _shapes(eqn)
+    axes = {a % len(ins[0]) for a in axes}
+    operand = [b.new(n, kind if d in axes else "pass") for d, n in enumerate(ins[0])]
+    result = operand if keep else [f for d, f in enumerate(operand) if d not in axes]
+    return b.rule([operand if s == ins[0] else [()] * len(s) for s in ins], [result] * len(outs))
+
+
+def reduce(eqn) -> FactorRule:
+    return _axes_rule(eqn, eqn.params["axes"], "reduction", keep=False)
+
+
+def cumulative(eqn) -> FactorRule:
+    return _axes_rule(eqn, (eqn.params["axis"],), "need_replication", keep=True)
+
+
+def sort(eqn) -> FactorRule:
+    return _axes_rule(eqn, (eqn.params["dimension"],), "need_replication", keep=True)
+
+
+def top_k(eqn) -> FactorRule:
+    """`[.., n] -> [.., k], [.., k]`: the last dim must be whole."""
+    b = _Builder()
+    (src,), (out, _) = _shapes(eqn)
+    lead = [b.new(n) for n in src[:-1]]
+    operand = lead + [b.new(src[-1], "need_replication")]
+    result = lead + [b.new(out[-1], "need_replication")]
+    return b.rule([operand], [result, result])
+
+
+def _sized_dims(eqn, changed_kind: str, changed) -> FactorRule:
+    """Operand 0 and result 0 share dim d unless `changed(d, n, m)`: then each gets a factor."""
+    b = _Builder()
+    ins, (out, *_) = _shapes(eqn)
+    operand, result = [], []
+    for d, (n, m) in enumerate(zip(ins[0], out, strict=True)):
+        shared = () if changed(d, n, m) else b.new(m)
+        operand.append(shared or b.new(n, changed_kind))
+        result.append(shared or b.new(m, changed_kind))
+    rest = [operand if s == ins[0] else [()] * len(s) for s in ins[1:]]
+    return b.rule([operand, *rest], [result])
+
+
+def slice_like(eqn) -> FactorRule:
+    return _sized_dims(eqn, "need_replication", lambda d, n, m: n != m)
+
+
+def pad(eqn) -> FactorRule:
+    cfg = eqn.params["padding_config"]
+    return _sized_dims(eqn, "permutation", lambda d, n, m: any(cfg[d]))
+
+
+def dynamic_update_slice(eqn) -> FactorRule:
+    """operand and result share every dim; the update shares the dims it covers whole."""
+    b = _Builder()
+    (src, upd, *idx), _ = _shapes(eqn)
+    operand = [b.new(n) for n in src]
+    update = [
+        f if u == n else b.new(u, "need_replication")
+        for f, u, n in zip(operand, upd, src, strict=True)
+    ]
+    return b.rule([operand, update, *[[()] * len(s) for s in idx]], [operand])
+
+
+def concatenate(eqn) -> FactorRule:
+    """Non-concatenated dims pass; the concatenated dim is a permutation of the result's."""
+    b = _Builder()
+    ins, (out,) = _shapes(eqn)
+    cat = eqn.params["dimension"]
+    result = [b.new(n, "permutation" if d == cat else "pass") for d, n in enumerate(out)]
+    return b.rule([[(() if d == cat else result[d]) for d in range(len(s))] for s in ins], [result])
+
+
+def iota(eqn) -> FactorRule:
+    b = _Builder()
+    return b.rule(
+        [[()] * len(s) for s in _shapes(eqn)[0]], [[b.new(n) for n in _shapes(eqn)[1][0]]]
+    )
+
+
+def gather(eqn) -> FactorRule:
+    """Embedding lookups and take_along_axis: index batch dims pass to the result; whole
+    slices of the operand pass to the offset dims; indexed operand dims must be whole."""
+    b = _Builder()
+    (src, idx), (out,) = _shapes(eqn)
+    dn, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    operand, indices, result = [None] * len(src), [()] * len(idx), [None] * len(out)
+    batch_out = [d for d in range(len(out)) if d not in dn.offset_dims]
+    for o, d in zip(batch_out, range(len(idx) - 1), strict=True):  # index_vector_dim is last
+        result[o] = indices[d] = b.new(out[o])
+    for od, idd in zip(dn.operand_batching_dims, dn.start_indices_batching_dims, strict=True):
+        operand[od] = indices[idd]
+    skip = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    kept = [d for d in range(len(src)) if d not in skip]
+    for o, d in zip(dn.offset_dims, kept, strict=True):
+        whole = sizes[d] == src[d]
+        operand[d] = b.new(src[d], "pass" if whole else "need_replication")
+        result[o] = operand[d] if whole else b.new(out[o], "need_replication")
+    operand = [
+        b.new(n, "need_replication") if f is None else f for f, n in zip(operand, src, strict=True)
+    ]
+    return b.rule([operand, indices], [result])
+
+
+def _window_dims(b: _Builder, n: int, m: int, windowed: bool):
+    """One spatial dim of size n (input) and m (output)."""
+    if not windowed:
+        f = b.new(n)
+        return f, f
+    if n == m:
+        f = b.new(n, "windowed")
+        return f, f
+    return b.new(n, "windowed"), b.new(m, "windowed")
+
+
+def conv(eqn) -> FactorRule:
+    """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed."""
+    b = _Builder()
+    (lhs, rhs), (out,) = _shapes(eqn)
+    dn = eqn.params["dimension_numbers"]
+    ls, rs, os_ = dn.lhs_spec, dn.rhs_spec, dn.out_spec
+    L, R, O = [None] * len(lhs), [None] * len(rhs), [None] * len(out)
+    if eqn.params["feature_group_count"] == 1 and eqn.params["batch_group_count"] == 1:
+        L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
+        L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
+        R[rs[0]] = O[os_[1]] = b.new(rhs[rs[0]])
+    for li, ri, oi in zip(ls[2:], rs[2:], os_[2:], strict=True):
+        L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed=rhs[ri] > 1 or lhs[li] != out[oi])
+        R[ri] = b.new(rhs[ri], "need_replication")
+
+    def fill(fs, s):
+        return [
+            b.new(n, "need_replication") if f is None else f for f, n in zip(fs, s, strict=True)
+        ]
+
+    return b.rule([fill(L, lhs), fill(R, rhs)], [fill(O, out)])
+
+
+def reduce_window(eqn) -> FactorRule:
+    b = _Builder()
+    ((src,), (out,)), p = _shapes(eqn), eqn.params
+    dims = [
+        _window_dims(b, n, m, windowed=(w, s, pad) != (1, 1, (0, 0)))
+        for n, m, w, s, pad in zip(
+            src, out, p["window_dimensions"], p["window_strides"], p["padding"], strict=True
+        )
+    ]
+    return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+ELEMENTWISE = _words(
+    "add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p "
+    "expm1 tanh tan logistic sin cos sqrt rsqrt cbrt abs erf erfc erf_inv lgamma digamma "
+    "integer_pow square convert_element_type select_n eq ne lt le gt ge and or not xor "
+    "stop_gradient copy copy_p reduce_precision nextafter atan2 clamp imag real conj "
+    "shift_left shift_right_logical shift_right_arithmetic population_count sharding_constraint "
+    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh"
+)
+
+TABLE = {
+    **{name: elementwise for name in ELEMENTWISE},
+    "broadcast_in_dim": broadcast_in_dim,
+    "reshape": reshape,
+    "transpose": transpose,
+    "squeeze": squeeze,
+    "dot_general": dot_general,
+    **{
+        n: reduce
+        for n in _words(
+            "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or argmax argmin"
+        )
+    },
+    **{n: cumulative for n in _words("cumsum cumprod cummax cummin cumlogsumexp")},
+    "sort": sort,
+    "top_k": top_k,
+    "slice": slice_like,
+    "dynamic_slice": slice_like,
+    "dynamic_update_slice": dynamic_update_slice,
+    "pad": pad,
+    "concatenate": concatenate,
+    "iota": iota,
+    "gather": gather,
+    "conv_general_dilated": conv,
+    **{n: reduce_window for n in _words("reduce_window_sum reduce_window_max reduce_window_min")},
+}
+
+
+def is_known(primitive: str) -> bool:
+    return primitive in TABLE
+
+
+def rule_for(eqn) -> FactorRule:
+    """The factor rule of one Equation (conservative for primitives not in the table)."""
+    return TABLE.get(eqn.primitive, conservative)(eqn)
