@@ -1,0 +1,114 @@
+"""The `Collective` record: one piece of communication, with the bytes each device sends.
+
+Wire bytes follow the ring formulas (DESIGN.md section 3), with n devices in the group and
+S the per-device operand size in bytes:
+
+    all-reduce          2 (n-1)/n * S
+    all-gather          (n-1)/n * S_out = (n-1) * S      (S_out = n * S)
+    reduce-scatter      (n-1)/n * S
+    all-to-all          (n-1)/n * S
+    collective-permute  S
+"""
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from gspmd_viz.core.sharding import short_dtype
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def wire_bytes(kind: str, operand_bytes: float, group_size: int) -> float:
+    """Bytes each device sends for one collective (ring algorithms)."""
+    n = group_size
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective kind {kind!r}; known: {', '.join(KINDS)}")
+    if n <= 1:
+        return 0.0
+    factor = {
+        "all-reduce": 2 * (n - 1) / n,
+        "all-gather": n - 1,
+        "reduce-scatter": (n - 1) / n,
+        "all-to-all": (n - 1) / n,
+        "collective-permute": 1.0,
+    }[kind]
+    return factor * operand_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective: `kind` over mesh `axes` on a per-device operand of `shape` and `dtype`.
+
+    `group_size` is the number of devices in each group (the product of the axes' sizes for
+    the collectives we emit; read from replica_groups for XLA's). `source` names the equation
+    (or resharding) that caused it. `dims` says which tensor dims it works on (gather/scatter
+    dim; for all-to-all the (split, concat) dims).
+    """
+
+    kind: str
+    axes: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    group_size: int
+    source: str = ""
+    dims: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown collective kind {self.kind!r}; known: {', '.join(KINDS)}")
+        object.__setattr__(self, "axes", tuple(self.axes))
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    @property
+    def operand_bytes(self) -> int:
+        return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def wire_bytes(self) -> float:
+        return wire_bytes(self.kind, self.operand_bytes, self.group_size)
+
+    @property
+    def result_shape(self) -> tuple[int, ...]:
+        """Per-device result shape (all-gather grows, reduce-scatter shrinks its dim)."""
+        shape = list(self.shape)
+        n = self.group_size
+        if self.kind == "all-gather" and self.dims:
+            shape[self.dims[0]] *= n
+        elif self.kind == "reduce-scatter" and self.dims:
+            shape[self.dims[0]] //= n
+        elif self.kind == "all-to-all" and len(self.dims) == 2:
+            shape[self.dims[0]] //= n
+            shape[self.dims[1]] *= n
+        return tuple(shape)
+
+    def type_text(self, shape: Sequence[int] | None = None) -> str:
+        dims = ", ".join(str(n) for n in (self.shape if shape is None else shape))
+        return f"{short_dtype(self.dtype)}[{dims}]"
+
+    def describe(self) -> str:
+        """`all-gather(x) f32[4, 16] -> f32[8, 16]  (64 B on the wire)`."""
+        axes = ",".join(self.axes) or "-"
+        text = f"{self.kind}({axes}) {self.type_text()} -> {self.type_text(self.result_shape)}"
+        return f"{text}  ({format_bytes(self.wire_bytes)} on the wire)"
+
+    def __str__(self) -> str:
+        src = f"  [{self.source}]" if self.source else ""
+        return self.describe() + src
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'; exact integers below 1 KiB."""
+    if n < 1024:
+        return f"{n:.0f} B" if float(n).is_integer() else f"{n:.1f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n:.1f} PiB"
+
+
+def total_wire_bytes(collectives) -> float:
+    return float(sum(c.wire_bytes for c in collectives))

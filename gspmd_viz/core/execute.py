@@ -1,0 +1,155 @@
+"""Running per-device code for real: jax.shard_map on the mesh's CPU devices.
+
+Uneven shards: every local buffer has the padded `shard_shape`; the global array handed to
+shard_map is padded on the right to `shard_shape * tiles`, and the result is sliced back.
+Pending sums (`unreduced` axes) travel as an extra leading dim split over those axes.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec
+
+from gspmd_viz.core.sharding import Sharding
+
+# --- one function per step kind (inside shard_map) -----------------------------------------
+
+
+def _axis_index(axes):
+    """Linear index of this device along `axes` (major first), as jax numbers them."""
+    return jax.lax.axis_index(tuple(axes)) if axes else 0
+
+
+def _fit(x, dim: int, size: int):
+    """Pad with zeros or trim `dim` to `size` (right side)."""
+    have = x.shape[dim]
+    if have > size:
+        return jax.lax.slice_in_dim(x, 0, size, axis=dim)
+    if have < size:
+        pad = [(0, 0)] * x.ndim
+        pad[dim] = (0, size - have)
+        return jnp.pad(x, pad)
+    return x
+
+
+def _local(step, side: str, shape):
+    return getattr(step, side).shard_shape(shape)
+
+
+def _slice(step, x, shape):
+    (d,) = step.dims
+    size = _local(step, "after", shape)[d]
+    n = step.after.dim_shards(d) // step.before.dim_shards(d)
+    x = _fit(x, d, max(x.shape[d], n * size))
+    # [k] -> dynamic_slice(axes) -> [k / n]
+    return jax.lax.dynamic_slice_in_dim(x, _axis_index(step.axes) * size, size, axis=d)
+
+
+def _all_gather(step, x, shape):
+    (d,) = step.dims
+    # [k] -> all_gather(axes) -> [n k] -> trim to the new shard size
+    x = jax.lax.all_gather(x, step.axes, axis=d, tiled=True)
+    return _fit(x, d, _local(step, "after", shape)[d])
+
+
+def _reduce_scatter(step, x, shape):
+    (d,) = step.dims
+    x = _fit(x, d, step.collective.shape[d])
+    # [n k'] -> psum_scatter(axes) -> [k']
+    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True)
+
+
+def _all_reduce(step, x, shape):
+    return jax.lax.psum(x, step.axes)
+
+
+def _all_to_all(step, x, shape):
+    split, concat = step.dims
+    x = _fit(x, split, step.collective.shape[split])
+    # [.., k_concat, .., n k_split, ..] -> all_to_all(axes) -> [.., n k_concat, .., k_split, ..]
+    x = jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
+    return _fit(x, concat, _local(step, "after", shape)[concat])
+
+
+def _collective_permute(step, x, shape):
+    mesh = step.before.mesh
+    return jax.lax.ppermute(x, mesh.axis_names, list(step.perm))
+
+
+_RUN = {
+    "slice": _slice,
+    "all-gather": _all_gather,
+    "reduce-scatter": _reduce_scatter,
+    "all-reduce": _all_reduce,
+    "all-to-all": _all_to_all,
+    "collective-permute": _collective_permute,
+}
+
+
+def apply_plan(plan, x):
+    """Run a ReshardPlan on this device's local buffer (call inside shard_map)."""
+    for step in plan.steps:
+        x = _RUN[step.kind](step, x, plan.shape)
+    return x
+
+
+# --- global <-> per-device buffers -----------------------------------------------------------
+
+
+def padded_shape(sharding: Sharding, shape) -> tuple[int, ...]:
+    """The global shape whose even split gives every device its padded shard."""
+    tiles = sharding.tiles(len(shape))
+    return tuple(k * t for k, t in zip(sharding.shard_shape(shape), tiles, strict=True))
+
+
+def pad_global(x, sharding: Sharding):
+    target = padded_shape(sharding, x.shape)
+    return jnp.pad(x, [(0, t - n) for n, t in zip(x.shape, target, strict=True)])
+
+
+def unpad_global(x, shape):
+    return x[tuple(slice(0, n) for n in shape)]
+
+
+def pending_axes(sharding: Sharding) -> tuple[str, ...]:
+    """Unreduced axes in mesh order: the leading dim that carries partial sums."""
+    return tuple(a for a in sharding.mesh.axis_names if a in sharding.unreduced)
+
+
+def in_spec(sharding: Sharding) -> PartitionSpec:
+    """shard_map spec of a value; pending sums get a leading dim split over their axes."""
+    entries = [Sharding._entry(axes) for axes in sharding.spec]
+    pending = pending_axes(sharding)
+    return PartitionSpec(pending, *entries) if pending else PartitionSpec(*entries)
+
+
+def device_buffers(fn, mesh, in_shardings, out_sharding, *args):
+    """Run `fn` per device; return {device id: its local output buffer} (for tests)."""
+    jmesh = mesh.to_jax()
+    everyone = PartitionSpec(mesh.axis_names)
+
+    def body(*locals_):
+        locals_ = [x[0] if s.unreduced else x for x, s in zip(locals_, in_shardings, strict=True)]
+        return fn(*locals_)[None]
+
+    run = jax.shard_map(
+        body,
+        mesh=jmesh,
+        in_specs=tuple(in_spec(s) for s in in_shardings),
+        out_specs=everyone,
+        check_vma=False,
+    )
+    out = np.asarray(jax.jit(run)(*args))
+    return {d: out[d] for d in range(mesh.size)}
+
+
+def check_devices(mesh) -> None:
+    """Fail early, naming the fix, when the process has fewer devices than the mesh."""
+    have = jax.device_count()
+    if have < mesh.size:
+        raise RuntimeError(
+            f"running on {mesh!r} needs {mesh.size} devices but this process has {have}. "
+            f"Call gv.use_cpu_devices({mesh.size}) before any jax computation "
+            "(in a notebook: restart the kernel and run it in the first cell). "
+            "Partitioning itself (gv.partition, spmd.collectives) needs no devices."
+        )

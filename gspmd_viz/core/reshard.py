@@ -1,0 +1,291 @@
+"""The resharding planner: move a value from one sharding to another, cheapest first.
+
+A plan is a list of steps over the sharding's spec. Each step is one of (XLA: ReshardNoCache):
+  slice               keep a sub-block of the local shard: free (XLA: dynamic-slice)
+  all-reduce          resolve pending partial sums over some axes
+  reduce-scatter      resolve pending sums and split a dim over the same axes at once
+  all-to-all          move axes from one tensor dim to another
+  all-gather          un-split the minor axes of a dim
+  collective-permute  same tiling, other device order
+Collectives run on subgroups: only the mesh axes they name.
+
+Uneven dims: every local buffer has the padded `shard_shape`; shard i of a dim split S ways
+starts at i * ceil(N/S). Gathering or slicing only some axes of a dim keeps that layout only
+when the shards nest (`_nests`); otherwise the plan gathers the whole dim first.
+"""
+
+import dataclasses
+import heapq
+import itertools
+
+import numpy as np
+
+from gspmd_viz.core.collective import Collective, format_bytes, total_wire_bytes
+from gspmd_viz.core.sharding import Sharding
+
+Spec = tuple[tuple[str, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One resharding step; `dims` = (dim,) or, for all-to-all, (split dim, concat dim)."""
+
+    kind: str
+    axes: tuple[str, ...]
+    dims: tuple[int, ...]
+    before: Sharding
+    after: Sharding
+    collective: Collective | None = None
+    perm: tuple[tuple[int, int], ...] = ()  # collective-permute: (source, target) device ids
+
+    @property
+    def wire_bytes(self) -> float:
+        return self.collective.wire_bytes if self.collective else 0.0
+
+
+def _ceil(n: int, k: int) -> int:
+    return -(-n // k)
+
+
+def _nests(n: int, outer: int, inner: int) -> bool:
+    """Do the shards of a dim of size n split `outer` ways nest into `outer * inner` ways?"""
+    return outer == 1 or _ceil(n, outer) == inner * _ceil(n, outer * inner)
+
+
+class _Mover:
+    """Moves from one (spec, unreduced) state to the next, each with its Step and bytes."""
+
+    def __init__(self, mesh, shape, dtype, source: str):
+        self.mesh, self.shape, self.dtype, self.source = mesh, tuple(shape), dtype, source
+
+    def sharding(self, state) -> Sharding:
+        return Sharding(self.mesh, state[0], state[1])
+
+    def size(self, axes) -> int:
+        return int(np.prod([self.mesh.axis_size(a) for a in axes], dtype=int))
+
+    def nests(self, dim: int, prefix, extra) -> bool:
+        return _nests(self.shape[dim], self.size(prefix), self.size(extra))
+
+    def step(self, kind, axes, dims, state, new, operand=None, perm=()):
+        before, after = self.sharding(state), self.sharding(new)
+        collective = None
+        if kind != "slice":
+            group = 2 if kind == "collective-permute" else self.size(axes)
+            shape = before.shard_shape(self.shape) if operand is None else operand
+            collective = Collective(kind, axes, shape, self.dtype, group, self.source, dims)
+        return new, Step(kind, tuple(axes), tuple(dims), before, after, collective, perm)
+
+    # --- one generator per kind of move ---------------------------------------------------
+    def slices(self, state, dst):
+        spec, unreduced = state
+        used = {a for axes in spec for a in axes} | unreduced
+        for d, extra in _growth(spec, dst):
+            for k in range(1, len(extra) + 1):
+                axes = extra[:k]
+                if used & set(axes) or not self.nests(d, spec[d], axes):
+                    break
+                new = (_set(spec, d, spec[d] + axes), unreduced)
+                yield self.step("slice", axes, (d,), state, new)
+
+    def reduce_scatters(self, state, dst):
+        spec, unreduced = state
+        todo = unreduced - dst.unreduced
+        for d, extra in _growth(spec, dst):
+            for k in range(1, len(extra) + 1):
+                axes = extra[:k]
+                if not set(axes) <= todo or not self.nests(d, spec[d], axes):
+                    break
+                new = (_set(spec, d, spec[d] + axes), unreduced - set(axes))
+                operand = list(self.sharding(state).shard_shape(self.shape))
+                operand[d] = self.size(axes) * self.sharding(new).shard_shape(self.shape)[d]
+                yield self.step("reduce-scatter", axes, (d,), state, new, tuple(operand))
+
+    def all_reduces(self, state, dst):
+        spec, unreduced = state
+        todo = [a for a in self.mesh.axis_names if a in unreduced - dst.unreduced]
+        for k in range(1, len(todo) + 1):
+            for axes in itertools.combinations(todo, k):
+                yield self.step("all-reduce", axes, (), state, (spec, unreduced - set(axes)))
+
+    def all_gathers(self, state, dst):
+        spec, unreduced = state
+        for d, cur in enumerate(spec):
+            for k in range(1, len(cur) + 1):
+                keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
+                if self.nests(d, keep, axes):
+                    yield self.step(
+                        "all-gather", axes, (d,), state, (_set(spec, d, keep), unreduced)
+                    )
+
+    def all_to_alls(self, state, dst):
+        spec, unreduced = state
+        growth = dict(_growth(spec, dst))
+        for d, cur in enumerate(spec):
+            for k in range(1, len(cur) + 1):
+                keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
+                for e, extra in growth.items():
+                    if e == d or extra[:k] != axes:
+                        continue
+                    if not (self.nests(d, keep, axes) and self.nests(e, spec[e], axes)):
+                        continue
+                    new = (_set(_set(spec, d, keep), e, spec[e] + axes), unreduced)
+                    operand = list(self.sharding(state).shard_shape(self.shape))
+                    operand[e] = self.size(axes) * self.sharding(new).shard_shape(self.shape)[e]
+                    yield self.step("all-to-all", axes, (e, d), state, new, tuple(operand))
+
+    def permutes(self, state, dst):
+        src = self.sharding(state)
+        steps = _permute(src, dst, self.shape, self.dtype, self.source)
+        if steps:
+            yield _key(dst, len(self.shape)), steps[0]
+
+    def moves(self, state, dst):
+        for gen in (
+            self.slices,
+            self.reduce_scatters,
+            self.all_reduces,
+            self.all_to_alls,
+            self.all_gathers,
+            self.permutes,
+        ):
+            yield from gen(state, dst)
+
+
+def _set(spec, dim, axes):
+    return spec[:dim] + (tuple(axes),) + spec[dim + 1 :]
+
+
+def _growth(spec, dst: Sharding):
+    """(dim, axes dst wants after the current ones) for dims whose axes are a prefix of dst's."""
+    for d, cur in enumerate(spec):
+        want = dst.dim_axes(d)
+        if want[: len(cur)] == cur and len(want) > len(cur):
+            yield d, want[len(cur) :]
+
+
+def _key(sharding: Sharding, ndim: int | None = None):
+    ndim = len(sharding.spec) if ndim is None else ndim
+    return (tuple(sharding.dim_axes(d) for d in range(ndim)), frozenset(sharding.unreduced))
+
+
+def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step]:
+    """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
+    mover = _Mover(src.mesh, shape, dtype, source)
+    start, goal = _key(src, len(shape)), _key(dst, len(shape))
+    heap = [((0.0, 0, 0), 0, start, ())]
+    best = {start: (0.0, 0, 0)}
+    tie = itertools.count(1)
+    while heap:
+        cost, _, state, path = heapq.heappop(heap)
+        if state == goal:
+            return list(path)
+        if best.get(state, cost) < cost:
+            continue
+        for new, step in mover.moves(state, dst):
+            c = (cost[0] + step.wire_bytes, cost[1] + (step.collective is not None), cost[2] + 1)
+            if c < best.get(new, (float("inf"),)):
+                best[new] = c
+                heapq.heappush(heap, (c, next(tie), new, (*path, step)))
+    raise AssertionError(f"no resharding plan from {src!r} to {dst!r}")  # gathers always work
+
+
+# --- collective-permute: same tiling, other device order ----------------------------------
+
+
+def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
+    return tuple(sharding.shard_index(device, d) for d in range(ndim))
+
+
+def _permute(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step] | None:
+    ndim = len(shape)
+    if src.unreduced or dst.unreduced or src.tiles(ndim) != dst.tiles(ndim):
+        return None
+    holders: dict[tuple, list[int]] = {}
+    for dev in range(src.mesh.size):
+        holders.setdefault(_chunk(src, dev, ndim), []).append(dev)
+    perm = []
+    for dev in range(dst.mesh.size):  # keep data in place where possible
+        pool = holders[_chunk(dst, dev, ndim)]
+        perm.append((dev if dev in pool else pool[0], dev))
+        pool.remove(perm[-1][0])
+    mesh = src.mesh
+    moved = [(mesh.coords(s), mesh.coords(t)) for s, t in perm if s != t]
+    axes = tuple(a for a in mesh.axis_names if any(cs[a] != ct[a] for cs, ct in moved))
+    operand = src.shard_shape(shape)
+    coll = Collective("collective-permute", axes, operand, dtype, 2, source)
+    return [Step("collective-permute", axes, (), src, dst, coll, tuple(perm))]
+
+
+# --- public --------------------------------------------------------------------------------
+
+
+class ReshardPlan:
+    """`gv.reshard_plan(src, dst, shape)`: steps, their collectives, and the bytes they move."""
+
+    def __init__(self, src: Sharding, dst: Sharding, shape, dtype, steps: list[Step]):
+        self.src, self.dst, self.shape, self.dtype, self.steps = src, dst, shape, dtype, steps
+
+    @property
+    def collectives(self) -> list[Collective]:
+        return [s.collective for s in self.steps if s.collective is not None]
+
+    @property
+    def wire_bytes(self) -> float:
+        return total_wire_bytes(self.collectives)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def lines(self) -> list[str]:
+        """One line per step: `all-gather(x) dim 0   # [4, 6] -> [7, 6]   48 B`."""
+        out = []
+        for step in self.steps:
+            before = list(step.before.shard_shape(self.shape))
+            after = list(step.after.shard_shape(self.shape))
+            where = "" if not step.dims else " dims " + "<-".join(map(str, step.dims))
+            where = where.replace("dims", "dim") if len(step.dims) == 1 else where
+            op = f"{step.kind}({','.join(step.axes)}){where}"
+            cost = "free" if step.collective is None else format_bytes(step.wire_bytes)
+            out.append(f"{op:<34}# {before} -> {after}   {cost}")
+        return out
+
+    def __str__(self) -> str:
+        head = (
+            f"reshard {self.src.describe(self.shape, self.dtype)} -> "
+            f"{self.dst.describe(self.shape, self.dtype)}: "
+            f"{format_bytes(self.wire_bytes)} per device on the wire"
+        )
+        body = self.lines() or ["(nothing to do)"]
+        return "\n".join([head, *("  " + line for line in body)])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: str = ""):
+    """The cheapest plan (by wire bytes) that turns `src`-sharded data into `dst`-sharded."""
+    shape = tuple(int(n) for n in shape)
+    _check(src, dst, shape)
+    dtype = np.dtype(dtype)
+    if src == dst:
+        return ReshardPlan(src, dst, shape, dtype, [])
+    return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))
+
+
+def _check(src: Sharding, dst: Sharding, shape) -> None:
+    for s in (src, dst):
+        if not isinstance(s, Sharding):
+            raise TypeError(f"reshard_plan takes gv.Sharding objects, got {type(s).__name__}")
+        s.check_rank(len(shape))
+    if src.mesh != dst.mesh:
+        raise ValueError(f"cannot reshard between meshes {src.mesh!r} and {dst.mesh!r}")
+    extra = dst.unreduced - src.unreduced
+    if extra:
+        raise ValueError(
+            f"{dst!r} holds pending sums over {sorted(extra)} that {src!r} does not: a plan can "
+            "resolve pending sums but never create them"
+        )
