@@ -385,7 +385,7 @@ ELEMENTWISE = _words(
     "integer_pow square convert_element_type select_n eq ne lt le gt ge and or not xor "
     "stop_gradient copy copy_p reduce_precision nextafter atan2 clamp imag real conj "
     "shift_left shift_right_logical shift_right_arithmetic population_count sharding_constraint "
-    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh"
+    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh reshard"
 )
 
 TABLE = {
