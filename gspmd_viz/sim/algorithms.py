@@ -1,0 +1,350 @@
+"""Collective algorithms as data: a list of steps, each a batch of transfers, with phase labels.
+
+A chip's buffer is split into ``n_chunks`` equal chunks. A transfer moves chunks
+``[chunk, chunk + count)`` from ``src`` to ``dst`` (stored at ``dst_chunk``, usually the same
+place) and either adds them to what ``dst`` holds (``reduce``) or overwrites it (copy). All
+transfers of a step read the buffers as they were when the step began.
+
+Rings inside one torus dim follow the dim's links: a wrapped dim is its own ring; a dim without
+wraparound is walked as a folded ring 0, 2, 4, ..., 5, 3, 1 so that every step uses each directed
+link once (edges are two hops long). A "bidirectional" ring sends half the data each way round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from itertools import zip_longest
+
+import numpy as np
+
+from gspmd_viz.sim.topology import Topology
+
+KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+MAX_TRANSFERS = 5_000_000  # keeps a schedule within a few hundred MB
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    name: str
+    payload_chunks: int  # chunks per chip that this phase reduces or gathers over
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Step:
+    phase: int
+    src: np.ndarray
+    dst: np.ndarray
+    chunk: np.ndarray
+    count: np.ndarray
+    reduce: np.ndarray
+    dst_chunk: np.ndarray
+
+    def __len__(self):
+        return len(self.src)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Schedule:
+    kind: str
+    algorithm: str
+    topo: Topology
+    n_chunks: int
+    phases: list[Phase]
+    steps: list[Step]
+
+    def __repr__(self):
+        n_tr = sum(len(s) for s in self.steps)
+        return (
+            f"Schedule({self.kind} {self.algorithm} on {'x'.join(map(str, self.topo.shape))}: "
+            f"{len(self.phases)} phases, {len(self.steps)} steps, {n_tr} transfers, "
+            f"{self.n_chunks} chunks/chip)"
+        )
+
+
+# ----- rings ---------------------------------------------------------------------------------
+def line_order(n: int, wrap: bool) -> np.ndarray:
+    """Ring order of the n chips of one dim: natural with wraparound, folded without."""
+    if wrap or n <= 2:
+        return np.arange(n)
+    odds = np.arange(1, n, 2)[::-1]
+    return np.concatenate([np.arange(0, n, 2), odds])
+
+
+def dim_rings(topo: Topology, d: int, sign: int) -> np.ndarray:
+    """[n_lines, n] chip ids: one ring per line of chips along dim d, in ring order."""
+    n = topo.shape[d]
+    ids = np.arange(topo.n_chips).reshape(topo.shape)
+    lines = np.moveaxis(ids, d, -1).reshape(-1, n)
+    order = line_order(n, topo.wrap[d])
+    return lines[:, order if sign > 0 else order[::-1]]
+
+
+def _snake(shape) -> list[tuple[int, ...]]:
+    """Boustrophedon path over a grid: consecutive entries are neighbours."""
+    path = [(i,) for i in range(shape[-1])]
+    for n in reversed(shape[:-1]):
+        path = [(v, *p) for v in range(n) for p in (path if v % 2 == 0 else path[::-1])]
+    return path
+
+
+def ring_order(topo: Topology) -> np.ndarray:
+    """One ring through every chip. With an even-sized dim it is a cycle of neighbour hops."""
+    active = [d for d in range(topo.ndim) if topo.shape[d] > 1]
+    if not active:
+        return np.zeros(1, np.int64)
+    if len(active) == 1:
+        return dim_rings(topo, active[0], +1)[0]
+    even = [d for d in active if topo.shape[d] % 2 == 0]
+    if not even:  # every dim odd: no neighbour cycle exists on a mesh; close with a long hop
+        coords = _snake([topo.shape[d] for d in active])
+        return _ids(topo, active, coords)
+    outer = even[0]
+    inner = [d for d in active if d != outer]
+    path = _snake([topo.shape[d] for d in inner])
+    cyc = []
+    for r in range(topo.shape[outer]):
+        rest = path[1:] if r % 2 == 0 else path[:0:-1]
+        cyc += [(r, *p) for p in rest]
+    cyc += [(r, *path[0]) for r in reversed(range(topo.shape[outer]))]
+    return _ids(topo, [outer, *inner], cyc)
+
+
+def _ids(topo, dims, coords) -> np.ndarray:
+    full = np.zeros((len(coords), topo.ndim), np.int64)
+    full[:, dims] = np.array(coords, np.int64)
+    return full @ topo.strides
+
+
+# ----- ring reduce-scatter / all-gather over many rings at once --------------------------------
+def _ring_rs(rings, lo, length):
+    """Reduce-scatter `length` chunks starting at lo[chip]; returns steps and each chip's share."""
+    n_lines, n = rings.shape
+    piece = length // n
+    src = rings.ravel()
+    dst = np.roll(rings, -1, axis=1).ravel()
+    p = np.tile(np.arange(n), n_lines)
+    base = lo[src]
+    steps = [(src, dst, base + ((p - k) % n) * piece, piece, True) for k in range(n - 1)]
+    new_lo = lo.copy()
+    new_lo[src] = base + ((p + 1) % n) * piece
+    return steps, new_lo, piece
+
+
+def _ring_ag(rings, lo_line, length):
+    """All-gather inverse of _ring_rs: chip at ring position p starts with piece p+1."""
+    n_lines, n = rings.shape
+    piece = length // n
+    src = rings.ravel()
+    dst = np.roll(rings, -1, axis=1).ravel()
+    p = np.tile(np.arange(n), n_lines)
+    base = lo_line[src]
+    return [(src, dst, base + ((p + 1 - k) % n) * piece, piece, False) for k in range(n - 1)]
+
+
+def _stream(topo, rings_list, lo0, length, kind, phase_ids):
+    """One stream: reduce-scatter through rings_list, then all-gather back in reverse order.
+
+    Returns [(phase id, transfer tuple)], per-phase payload (chunks) and the final ownership.
+    """
+    lo = np.full(topo.n_chips, lo0, np.int64)
+    out, payload, stack = [], {}, []
+    for i, rings in enumerate(rings_list):
+        steps, new_lo, piece = _ring_rs(rings, lo, length)
+        stack.append((rings, lo, length))
+        if kind in ("all-reduce", "reduce-scatter"):
+            out += [(phase_ids[0][i], s) for s in steps]
+            payload[phase_ids[0][i]] = payload.get(phase_ids[0][i], 0) + length
+        lo, length = new_lo, piece
+    owned = (lo, length)
+    if kind in ("all-reduce", "all-gather"):
+        for i in reversed(range(len(rings_list))):
+            rings, lo_line, full = stack[i]
+            out += [(phase_ids[1][i], s) for s in _ring_ag(rings, lo_line, full)]
+            if phase_ids[1][i] != phase_ids[0][i] or kind == "all-gather":
+                payload[phase_ids[1][i]] = payload.get(phase_ids[1][i], 0) + full
+    return out, payload, owned
+
+
+def _merge(streams, n_chips):
+    """Run streams side by side: step k of the result holds step k of every stream."""
+    steps = []
+    for group in zip_longest(*streams):
+        parts = [g[1] for g in group if g is not None]
+        phase = min(g[0] for g in group if g is not None)
+        if len(parts) == 1:  # no copies: large rings reuse src/dst arrays across steps
+            src, dst, chunk, count, red = parts[0]
+            n = len(src)
+            count = np.broadcast_to(np.int64(count), (n,))
+            steps.append(Step(phase, src, dst, chunk, count, np.broadcast_to(red, (n,)), chunk))
+            continue
+        cat = [np.concatenate([np.broadcast_to(p[i], p[0].shape) for p in parts]) for i in range(5)]
+        steps.append(Step(phase, cat[0], cat[1], cat[2], cat[3], cat[4], cat[2]))
+    return steps
+
+
+# ----- the algorithms --------------------------------------------------------------------------
+def _ring_like(topo, kind, bidirectional):
+    order = ring_order(topo)
+    n = len(order)
+    signs = (1, -1) if bidirectional else (1,)
+    k = n * len(signs)
+    names = {"all-reduce": ["reduce-scatter round the ring", "all-gather round the ring"]}
+    names["reduce-scatter"] = names["all-reduce"][:1]
+    names["all-gather"] = names["all-reduce"][1:]
+    ids = ([0], [1]) if kind == "all-reduce" else ([0], [0])
+    streams, payload = [], {}
+    for j, sign in enumerate(signs):
+        rings = (order if sign > 0 else order[::-1])[None, :]
+        st, pl, _ = _stream(topo, [rings] if n > 1 else [], j * n, n, kind, ids)
+        streams.append(st)
+        for p, v in pl.items():
+            payload[p] = payload.get(p, 0) + v
+    phases = [Phase(nm, payload.get(i, k)) for i, nm in enumerate(names[kind])]
+    return k, phases, streams
+
+
+def _phased(topo, kind, orders):
+    """The torus algorithm: rings along one dim at a time; `orders` gives each half's dim order.
+
+    One dim order: the classic phased algorithm (Hot Chips 2020, "phase 0 sums along columns,
+    phase 1 along rows"). Two opposite orders: each half of the payload runs it in its own
+    order, so at any moment both dims' links are busy.
+    """
+    dims_all = [d for d in orders[0] if topo.shape[d] > 1]
+    n_active = len(dims_all)
+    k = 2 * len(orders) * topo.n_chips
+    half = k // len(orders)
+    streams, payload = [], {}
+    for h, order in enumerate(orders):
+        dims = [d for d in order if topo.shape[d] > 1]
+        if kind == "all-gather":
+            ids = (list(range(n_active)), list(range(n_active)))
+        else:
+            ids = (list(range(n_active)), [2 * (n_active - 1) - i for i in range(n_active)])
+        for j, sign in enumerate((1, -1)):
+            rings = [dim_rings(topo, d, sign) for d in dims]
+            lo0 = h * half + j * half // 2
+            st, pl, _ = _stream(topo, rings, lo0, half // 2, kind, ids)
+            streams.append(st)
+            for p, v in pl.items():
+                payload[p] = payload.get(p, 0) + v
+    phases = [Phase(_phase_name(kind, orders, i, n_active), payload[i]) for i in sorted(payload)]
+    return k, phases, streams
+
+
+def _phase_name(kind, orders, i, n):
+    along = " and ".join(f"dim {[d for d in o][_pos(kind, i, n)]}" for o in orders)
+    if kind == "reduce-scatter":
+        return f"phase {i}: reduce-scatter along {along}"
+    if kind == "all-gather":
+        return f"phase {i}: all-gather along {along}"
+    op = "reduce-scatter" if i < n - 1 else "all-reduce" if i == n - 1 else "all-gather"
+    return f"phase {i}: {op} along {along}"
+
+
+def _pos(kind, i, n):
+    if kind == "all-gather":
+        return n - 1 - i
+    return i if i < n else 2 * (n - 1) - i
+
+
+def _naive(topo, kind):
+    if kind != "all-reduce":
+        raise ValueError("the naive algorithm is only defined for all-reduce")
+    others = np.arange(1, topo.n_chips)
+    zero = np.zeros_like(others)
+    one = np.ones_like(others)
+    t = np.ones(len(others), bool)
+    steps = [
+        Step(0, others, zero, zero, one, t, zero),
+        Step(1, zero, others, zero, one, ~t, zero),
+    ]
+    return 1, [Phase("gather to chip 0 (summing)", 1), Phase("broadcast from chip 0", 1)], steps
+
+
+def _all_to_all_direct(topo):
+    n = topo.n_chips
+    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    one = np.ones_like(i)
+    step = Step(0, i, j, j, one, np.zeros(len(i), bool), i)
+    return n, [Phase("every chip sends one chunk to every other chip", n)], [step]
+
+
+def _need_ndim(topo, n, name):
+    if topo.ndim != n:
+        raise ValueError(f"algorithm {name!r} needs a {n}-D topology, got shape {topo.shape}")
+
+
+def _build(kind, name, topo):
+    if kind == "all-to-all":
+        return _all_to_all_direct(topo)
+    if name == "naive":
+        return _naive(topo, kind)
+    if name in ("ring", "bidirectional-ring"):
+        k, phases, streams = _ring_like(topo, kind, name == "bidirectional-ring")
+    else:
+        nd = 3 if name.startswith("torus-3d") else 2
+        _need_ndim(topo, nd, name)
+        order = tuple(range(nd))
+        orders = [order, order[::-1]] if name.endswith("-halves") else [order]
+        k, phases, streams = _phased(topo, kind, orders)
+    return k, phases, _merge(streams, topo.n_chips)
+
+
+_DESCRIPTIONS = {
+    "ring": "one ring through all chips: reduce-scatter then all-gather, 2(N-1) steps",
+    "bidirectional-ring": "half the payload round the ring each way: every chip uses 2 links",
+    "torus-2d": "phase 0 along dim 0 (columns), phase 1 along dim 1 on 1/cols of the payload",
+    "torus-2d-halves": "two halves of the payload run torus-2d in opposite dim orders at once",
+    "torus-3d": "the phased torus algorithm along dims 0, 1, 2",
+    "torus-3d-halves": "two halves in dim orders (0, 1, 2) and (2, 1, 0)",
+    "naive": "sum everything on chip 0, then send the sum to everyone",
+    "direct": "every chip sends each other chip its chunk at once (dimension-ordered routes)",
+}
+ALGORITHMS = {
+    "all-reduce": [
+        "ring",
+        "bidirectional-ring",
+        "torus-2d",
+        "torus-2d-halves",
+        "torus-3d",
+        "torus-3d-halves",
+        "naive",
+    ],
+    "reduce-scatter": ["ring", "bidirectional-ring", "torus-2d", "torus-2d-halves", "torus-3d"],
+    "all-gather": ["ring", "bidirectional-ring", "torus-2d", "torus-2d-halves", "torus-3d"],
+    "all-to-all": ["direct"],
+}
+
+
+def algorithms(kind: str = "all-reduce") -> list[str]:
+    """Names of the algorithms we simulate for a collective kind."""
+    check_kind(kind)
+    return list(ALGORITHMS[kind])
+
+
+def describe(name: str) -> str:
+    return _DESCRIPTIONS[name]
+
+
+def check_kind(kind):
+    if kind not in ALGORITHMS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(ALGORITHMS)}")
+
+
+def schedule(topo: Topology, kind: str = "all-reduce", algorithm: str = "torus-2d") -> Schedule:
+    """Build the schedule (steps of transfers) of `algorithm` for collective `kind` on `topo`."""
+    check_kind(kind)
+    if algorithm not in ALGORITHMS[kind]:
+        raise ValueError(
+            f"unknown {kind} algorithm {algorithm!r}; known: {', '.join(ALGORITHMS[kind])}"
+        )
+    n = topo.n_chips
+    work = n * n if algorithm in ("ring", "bidirectional-ring", "direct") else n * 64
+    if work > MAX_TRANSFERS:
+        raise ValueError(
+            f"{algorithm!r} on {n} chips needs about {work:,} transfers; we simulate at most "
+            f"{MAX_TRANSFERS:,} (try a smaller topology or a torus algorithm)"
+        )
+    k, phases, steps = _build(kind, algorithm, topo)
+    return Schedule(kind, algorithm, topo, k, phases, steps)

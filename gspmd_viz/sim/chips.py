@@ -1,0 +1,73 @@
+"""Per-generation TPU chip and link constants.
+
+Every figure names its public source. "Scaling book" is "How to Scale Your Model", part 2
+"How to Think About TPUs" (https://jax-ml.github.io/scaling-book/tpus/), which tabulates HBM,
+FLOP/s and ICI bandwidth per generation. Override any field with ``dataclasses.replace`` or pass
+your own ``Chip`` wherever a chip name is accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Chip:
+    """One accelerator and its inter-chip links (ICI)."""
+
+    name: str
+    peak_bf16_flops: float  # FLOP/s, dense bf16
+    hbm_bytes: float  # HBM capacity per chip
+    hbm_bandwidth_Bps: float  # HBM bandwidth per chip, bytes/s
+    ici_link_bandwidth_Bps: float  # one ICI link, ONE direction, bytes/s
+    hop_latency_s: float  # time for a message to cross one link (alpha per hop)
+    ici_links: int = 4  # links per chip in the native pod (2-D torus: 4, 3-D torus: 6)
+
+    def __post_init__(self):
+        for field in ("peak_bf16_flops", "hbm_bytes", "hbm_bandwidth_Bps"):
+            if not getattr(self, field) > 0:
+                raise ValueError(f"chip {self.name!r}: {field} must be positive")
+        if not self.ici_link_bandwidth_Bps > 0:
+            raise ValueError(f"chip {self.name!r}: ici_link_bandwidth_Bps must be positive")
+        if not self.hop_latency_s >= 0:
+            raise ValueError(f"chip {self.name!r}: hop_latency_s must be >= 0")
+
+    def __repr__(self):
+        return (
+            f"Chip({self.name}: {self.peak_bf16_flops / 1e12:.0f} TFLOP/s bf16, "
+            f"HBM {self.hbm_bytes / 2**30:.0f} GiB @ {self.hbm_bandwidth_Bps / 1e9:.0f} GB/s, "
+            f"ICI {self.ici_link_bandwidth_Bps / 1e9:.0f} GB/s/link/direction, "
+            f"{self.hop_latency_s * 1e6:.1f} us/hop)"
+        )
+
+
+# ASSUMPTION (all generations): ~1 us per ICI hop. The scaling book's collectives chapter uses
+# "about 1 us" of latency per hop as its rule of thumb; no per-generation figure is published.
+_HOP_S = 1e-6
+
+CHIPS: dict[str, Chip] = {
+    # TPU v3. Scaling book table: 32 GB HBM, 9.0e11 B/s HBM, 1.4e14 bf16 FLOP/s,
+    # ICI 1e11 B/s per link one way (2e11 bidirectional). The Hot Chips 2020 slides (seed 001)
+    # quote 420 TFLOP/s per 4-chip board, i.e. ~105 TFLOP/s per chip at an earlier clock.
+    "tpu-v3": Chip("tpu-v3", 1.4e14, 32e9, 9.0e11, 1.0e11, _HOP_S, ici_links=4),
+    # TPU v4 (scaling book "v4p"): 32 GB, 1.2e12 B/s, 2.75e14 FLOP/s, ICI 4.5e10 B/s one way
+    # per link; 3-D torus, 6 links. Google Cloud TPU v4 docs also list 275 TFLOP/s, 32 GiB.
+    "tpu-v4": Chip("tpu-v4", 2.75e14, 32e9, 1.2e12, 4.5e10, _HOP_S, ici_links=6),
+    # TPU v5e. Scaling book: 16 GB, 8.1e11 B/s, 1.97e14 FLOP/s, ICI 4.5e10 B/s one way per
+    # link; 2-D torus (16x16 pod), 4 links.
+    "tpu-v5e": Chip("tpu-v5e", 1.97e14, 16e9, 8.1e11, 4.5e10, _HOP_S, ici_links=4),
+    # TPU v5p. Scaling book: 96 GB, 2.8e12 B/s, 4.59e14 FLOP/s, ICI 9e10 B/s one way per link
+    # (Google Cloud v5p docs: 95 GiB, 2765 GB/s, 459 TFLOP/s, 1200 GB/s bidirectional ICI per
+    # chip over 6 links = 1e11 B/s per link per direction; we keep the scaling book figure).
+    "tpu-v5p": Chip("tpu-v5p", 4.59e14, 96e9, 2.8e12, 9.0e10, _HOP_S, ici_links=6),
+}
+
+
+def chip(name: str | Chip) -> Chip:
+    """Return the ``Chip`` called ``name`` (or ``name`` itself when it already is a Chip)."""
+    if isinstance(name, Chip):
+        return name
+    if not isinstance(name, str) or name not in CHIPS:
+        known = ", ".join(sorted(CHIPS))
+        raise ValueError(f"unknown chip {name!r}; known chips: {known} (or pass a Chip object)")
+    return CHIPS[name]

@@ -1,0 +1,237 @@
+"""Closed-form alpha-beta times and bandwidth lower bounds for collectives on tori.
+
+beta = one link's bandwidth in one direction, alpha = latency per hop. These formulas are the
+oracle the link-level simulator is tested against: they never route a transfer, they count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gspmd_viz.sim.chips import Chip
+from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.topology import Topology
+
+COLLECTIVE_KINDS = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+)
+
+
+def _line_factor(n: int, wrap: bool) -> tuple[int, int]:
+    """(transfers of a +/- ring pair sharing one directed link, hops per ring edge) in one dim.
+
+    Wrapped dim: the + ring uses + links, the - ring - links: 1 transfer per link, 1 hop.
+    No wraparound (n >= 3): both folded rings use every link (2 per link), edges are 2 hops.
+    n == 2: one cable, both rings cross it: 2 per link, 1 hop.
+    """
+    if wrap and n > 2:
+        return 1, 1
+    return 2, (2 if n > 2 else 1)
+
+
+def _a2a_line_load(n: int, wrap: bool) -> int:
+    """Max (src, dst) pairs of a 1-D all-to-all crossing one directed link (shortest routes)."""
+    if wrap and n > 2:
+        m = n // 2  # distances 1..m go the + way (ties too): a + link carries 1 + 2 + ... + m
+        return m * (m + 1) // 2
+    return (n // 2) * (n - n // 2)
+
+
+def _ring_embedding(topo: Topology) -> tuple[int, int, int]:
+    """(max transfers per link, unidirectional; same, bidirectional; max hops) of ring_order."""
+    active = [d for d in range(topo.ndim) if topo.shape[d] > 1]
+    if len(active) == 1:
+        d = active[0]
+        per_link, hops = _line_factor(topo.shape[d], topo.wrap[d])
+        return 1, per_link, hops
+    if any(topo.shape[d] % 2 == 0 for d in active):
+        return 1, 1, 1  # a cycle of neighbour hops, each cable used once per direction
+    from gspmd_viz.sim.algorithms import ring_order  # all dims odd: measure the embedding
+
+    order = ring_order(topo)
+    nxt = np.roll(order, -1)
+    _, fwd, hops = topo.route(order, nxt)
+    _, bwd, _ = topo.route(nxt, order)
+    uni = np.bincount(fwd).max()
+    bi = np.bincount(np.concatenate([fwd, bwd])).max()
+    return int(uni), int(bi), int(hops.max())
+
+
+def _ring_time(topo, kind, s, bidirectional, beta, alpha):
+    n = topo.n_chips
+    uni, bi, hops = _ring_embedding(topo)
+    steps = (2 if kind == "all-reduce" else 1) * (n - 1)
+    per_link = bi * s / (2 * n) if bidirectional else uni * s / n
+    return steps * (per_link / beta + hops * alpha)
+
+
+def _segments(topo, kind, order, payload):
+    """One half's dim phases as (dim, steps, bytes per transfer of each ring direction)."""
+    rs, p = [], payload
+    for d in order:
+        n = topo.shape[d]
+        if n > 1:
+            rs.append((d, n - 1, p / 2 / n))
+            p /= n
+    if kind == "reduce-scatter":
+        return rs
+    if kind == "all-gather":
+        return rs[::-1]
+    return rs + rs[::-1]
+
+
+def _phased_time(topo, kind, s, orders, beta, alpha):
+    halves = [_segments(topo, kind, o, s / len(orders)) for o in orders]
+    bounds = sorted({0} | {int(np.cumsum([g[1] for g in h])[i]) for h in halves
+                           for i in range(len(h))})  # fmt: skip
+    total = 0.0
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        load, hops = {}, 0
+        for h in halves:
+            seg = _segment_at(h, a)
+            if seg is None:
+                continue
+            d, _, per = seg
+            per_link, hop = _line_factor(topo.shape[d], topo.wrap[d])
+            load[d] = load.get(d, 0.0) + per_link * per
+            hops = max(hops, hop)
+        total += (b - a) * (max(load.values()) / beta + hops * alpha)
+    return total
+
+
+def _segment_at(segments, step):
+    start = 0
+    for seg in segments:
+        if start <= step < start + seg[1]:
+            return seg
+        start += seg[1]
+    return None
+
+
+def _diameter(topo):
+    return sum(n // 2 if w else n - 1 for n, w in zip(topo.shape, topo.wrap, strict=True))
+
+
+def _naive_time(topo, s, beta, alpha):
+    active = [d for d in range(topo.ndim) if topo.shape[d] > 1]
+    if not active:
+        return 0.0
+
+    def funnel(d):  # chips whose dimension-ordered route enters/leaves chip 0 along dim d
+        n, w = topo.shape[d], topo.wrap[d]
+        return topo.n_chips // n * (n // 2 if w else n - 1)
+
+    hop_time = _diameter(topo) * alpha
+    gather = funnel(active[-1]) * s / beta + hop_time  # last leg of every route ends at chip 0
+    bcast = funnel(active[0]) * s / beta + hop_time  # first leg of every route leaves chip 0
+    return gather + bcast
+
+
+def _a2a_time(topo, s, beta, alpha):
+    n_chips = topo.n_chips
+    loads = [
+        n_chips // n * _a2a_line_load(n, w) * s / n_chips
+        for n, w in zip(topo.shape, topo.wrap, strict=True)
+        if n > 1
+    ]
+    return max(loads, default=0.0) / beta + _diameter(topo) * alpha
+
+
+def closed_form(
+    topo: Topology,
+    kind: str = "all-reduce",
+    nbytes: float = 2**20,
+    algorithm: str | None = None,
+    chip: str | Chip = "tpu-v3",
+) -> float:
+    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`."""
+    from gspmd_viz.sim.algorithms import ALGORITHMS, check_kind
+    from gspmd_viz.sim.simulate import default_algorithm
+
+    check_kind(kind)
+    spec = get_chip(chip)
+    beta, alpha, s = spec.ici_link_bandwidth_Bps, spec.hop_latency_s, float(nbytes)
+    algorithm = algorithm or default_algorithm(topo, kind)
+    if algorithm not in ALGORITHMS[kind]:
+        raise ValueError(f"unknown {kind} algorithm {algorithm!r}")
+    if topo.n_chips == 1:
+        return 0.0
+    if kind == "all-to-all":
+        return _a2a_time(topo, s, beta, alpha)
+    if algorithm == "naive":
+        return _naive_time(topo, s, beta, alpha)
+    if algorithm in ("ring", "bidirectional-ring"):
+        return _ring_time(topo, kind, s, algorithm == "bidirectional-ring", beta, alpha)
+    nd = 3 if algorithm.startswith("torus-3d") else 2
+    if topo.ndim != nd:
+        raise ValueError(f"algorithm {algorithm!r} needs a {nd}-D topology, got {topo.shape}")
+    order = tuple(range(nd))
+    orders = [order, order[::-1]] if algorithm.endswith("-halves") else [order]
+    return _phased_time(topo, kind, s, orders, beta, alpha)
+
+
+def _cut_links(topo, d):
+    return topo.n_chips // topo.shape[d] * (2 if topo.wrap[d] else 1)
+
+
+def lower_bound(
+    topo: Topology, kind: str = "all-reduce", nbytes: float = 2**20, chip: str | Chip = "tpu-v3"
+) -> float:
+    """Bandwidth lower bound (seconds; latency ignored) for `kind` of `nbytes` per chip.
+
+    The larger of (a) injection: each chip must receive (N-1)/N of the buffer (twice for
+    all-reduce: reduce-scatter then all-gather) through its incoming links, and (b) bisection:
+    what must cross a cut that halves one dim, over the links crossing that cut.
+    """
+    spec = get_chip(chip)
+    beta, s, n = spec.ici_link_bandwidth_Bps, float(nbytes), topo.n_chips
+    if n == 1:
+        return 0.0
+    degree = int(topo.link_exists.reshape(n, -1).sum(axis=1).min())
+    rounds = 2 if kind == "all-reduce" else 1
+    best = rounds * (n - 1) / n * s / (degree * beta)
+    for d, size in enumerate(topo.shape):
+        if size < 2:
+            continue
+        a = size // 2 * (n // size)  # chips on the smaller side of the cut
+        b = n - a
+        crossing = {
+            "all-reduce": s,  # the other side's partial sum of every byte
+            "reduce-scatter": b / n * s,
+            "all-gather": b / n * s,
+            "all-to-all": a * b * s / n,
+        }[kind]
+        best = max(best, crossing / (_cut_links(topo, d) * beta))
+    return best
+
+
+def collective_time(
+    kind: str, per_device_bytes: float, group_size: int, chip: str | Chip = "tpu-v3"
+) -> float:
+    """Alpha-beta seconds for one collective over a bidirectional ring of `group_size` chips.
+
+    `per_device_bytes` is the S of the wire-byte formulas: all-reduce S, all-gather S_out,
+    reduce-scatter S_in, all-to-all S, collective-permute S (one neighbour hop).
+    """
+    if kind not in COLLECTIVE_KINDS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)):
+        raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+    if group_size <= 0 or per_device_bytes < 0:
+        raise ValueError(f"need group_size > 0, bytes >= 0; got {group_size}, {per_device_bytes}")
+    spec = get_chip(chip)
+    beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
+    s, n = float(per_device_bytes), int(group_size)
+    if n == 1:
+        return 0.0
+    if kind == "collective-permute":
+        return s / beta + alpha
+    if kind == "all-to-all":
+        return _a2a_line_load(n, True) * s / n / beta + (n // 2) * alpha
+    per_link, hops = _line_factor(n, True)
+    step = per_link * s / (2 * n) / beta + hops * alpha
+    return (2 if kind == "all-reduce" else 1) * (n - 1) * step

@@ -1,0 +1,197 @@
+"""Link-level simulator: route every transfer, add up bytes per link, time each step.
+
+A step lasts as long as its busiest link: max over links of (bytes on the link / link bandwidth)
+plus the longest route in the step times the per-hop latency. Steps run one after another
+(lockstep), so a fast transfer waits for the slowest one of its step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gspmd_viz.sim import cost
+from gspmd_viz.sim.algorithms import Schedule, Step, check_kind, schedule
+from gspmd_viz.sim.chips import Chip
+from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.topology import Topology
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    src: int
+    dst: int
+    chunk: int
+    count: int
+    bytes: float
+    reduce: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseRecord:
+    name: str
+    payload_bytes: float  # per chip
+    time_s: float
+    first_step: int
+    n_steps: int
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StepRecord:
+    index: int
+    phase: int
+    phase_name: str
+    step: Step  # the transfers as arrays (src, dst, chunk, count, reduce)
+    nbytes: np.ndarray  # bytes of each transfer
+    links: np.ndarray  # ids of the links this step uses
+    link_bytes: np.ndarray  # bytes crossing each of those links
+    max_hops: int
+    start_s: float
+    time_s: float
+
+    @property
+    def bottleneck_link(self) -> int:
+        return int(self.links[np.argmax(self.link_bytes)]) if len(self.links) else -1
+
+    @property
+    def max_link_bytes(self) -> float:
+        return float(self.link_bytes.max(initial=0.0))
+
+    @property
+    def transfers(self) -> list[Transfer]:
+        s = self.step
+        cols = (s.src, s.dst, s.chunk, s.count, self.nbytes, s.reduce)
+        return [
+            Transfer(int(a), int(b), int(c), int(k), float(n), bool(r))
+            for a, b, c, k, n, r in zip(*cols, strict=True)
+        ]
+
+    def __repr__(self):
+        return (
+            f"Step({self.index}, {self.phase_name}: {len(self.step)} transfers, busiest link "
+            f"{self.max_link_bytes:,.0f} B, {self.max_hops} hops, {self.time_s * 1e6:.2f} us)"
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Timeline:
+    topo: Topology
+    kind: str
+    algorithm: str
+    chip: Chip
+    nbytes: int
+    chunk_bytes: float
+    schedule: Schedule
+    steps: list[StepRecord]
+    phases: list[PhaseRecord]
+    time_s: float
+    lower_bound_s: float
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.kind} of {_fmt_bytes(self.nbytes)}/chip, {self.algorithm}, "
+            f"{self.topo.describe()}, {self.chip.name}",
+            f"  total {_fmt_s(self.time_s)} in {len(self.steps)} steps; bandwidth lower bound "
+            f"{_fmt_s(self.lower_bound_s)} (ratio {self.time_s / self.lower_bound_s:.2f})",
+        ]
+        for p in self.phases:
+            lines.append(
+                f"  {p.name}: payload {_fmt_bytes(p.payload_bytes)}/chip, {p.n_steps} steps, "
+                f"{_fmt_s(p.time_s)}"
+            )
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return (
+            f"Timeline({self.kind} {self.algorithm}, {'x'.join(map(str, self.topo.shape))}, "
+            f"{_fmt_bytes(self.nbytes)}/chip: {_fmt_s(self.time_s)}, {len(self.steps)} steps, "
+            f"{len(self.phases)} phases)"
+        )
+
+
+def _fmt_bytes(b) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b:.3g} B"
+
+
+def _fmt_s(t) -> str:
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if t >= size:
+            return f"{t / size:.4g} {unit}"
+    return f"{t * 1e9:.4g} ns"
+
+
+def default_algorithm(topo: Topology, kind: str) -> str:
+    if kind == "all-to-all":
+        return "direct"
+    return {2: "torus-2d", 3: "torus-3d"}.get(topo.ndim, "bidirectional-ring")
+
+
+def check_nbytes(nbytes, n_chunks: int, algorithm: str, pad: bool) -> float:
+    """Bytes per chunk; clear errors for bad sizes."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+        raise ValueError(f"payload must be a positive whole number of bytes, got {nbytes!r}")
+    if nbytes % n_chunks:
+        if not pad:
+            raise ValueError(
+                f"payload of {nbytes} bytes does not split into the {n_chunks} equal chunks "
+                f"that {algorithm!r} needs here; use a multiple of {n_chunks} bytes or pad=True"
+            )
+        return float(-(-nbytes // n_chunks))
+    return float(nbytes // n_chunks)
+
+
+def simulate(
+    topo: Topology,
+    kind: str = "all-reduce",
+    nbytes: int = 2**20,
+    algorithm: str | None = None,
+    chip: str | Chip = "tpu-v3",
+    pad: bool = False,
+) -> Timeline:
+    """Simulate collective `kind` of `nbytes` per chip with `algorithm` on `topo`, link by link."""
+    check_kind(kind)
+    spec = get_chip(chip)
+    algorithm = algorithm or default_algorithm(topo, kind)
+    sched = schedule(topo, kind, algorithm)
+    chunk_bytes = check_nbytes(nbytes, sched.n_chunks, algorithm, pad)
+    return run_schedule(sched, nbytes, chunk_bytes, spec)
+
+
+def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -> Timeline:
+    topo = sched.topo
+    beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
+    records, t = [], 0.0
+    for i, st in enumerate(sched.steps):
+        nb = st.count * chunk_bytes
+        t_idx, l_idx, hops = topo.route(st.src, st.dst)
+        load = np.bincount(l_idx, weights=nb[t_idx], minlength=topo.n_link_slots)
+        links = np.flatnonzero(load)
+        max_hops = int(hops.max(initial=0))
+        dt = load.max(initial=0.0) / beta + max_hops * alpha
+        name = sched.phases[st.phase].name
+        records.append(StepRecord(i, st.phase, name, st, nb, links, load[links], max_hops, t, dt))
+        t += dt
+    phases = _phase_records(sched, records, chunk_bytes)
+    lb = cost.lower_bound(topo, sched.kind, nbytes, chip=spec)
+    return Timeline(topo, sched.kind, sched.algorithm, spec, nbytes, chunk_bytes, sched, records,
+                    phases, t, lb)  # fmt: skip
+
+
+def _phase_records(sched, records, chunk_bytes):
+    out = []
+    for p, ph in enumerate(sched.phases):
+        idx = [r.index for r in records if r.phase == p]
+        out.append(
+            PhaseRecord(
+                ph.name,
+                ph.payload_chunks * chunk_bytes,
+                float(sum(records[i].time_s for i in idx)),
+                idx[0] if idx else 0,
+                len(idx),
+            )
+        )
+    return out
