@@ -1,0 +1,216 @@
+"""Layout figure: which device holds which block of an array of any rank.
+
+The last two tensor dims are drawn as a grid of blocks (a 1-D array is one row); leading dims
+become facets, one per block along them (4-D: a grid of facets). Every block is coloured by its
+shard and labelled with the devices holding it, so replication shows as several devices on one
+block. Padding of uneven shards is greyed and hatched. A bar panel below gives each device's
+bytes, coloured like the block it holds. Unlike jax.debug.visualize_array_sharding this works
+for any rank and for thousands of devices (labels give way to hover text when blocks get small).
+"""
+
+from itertools import product
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.viz.blocks import Block, blocks, device_label, summary
+
+PALETTE = qualitative.Set3 + qualitative.Pastel2  # 20 soft colours, dark text stays readable
+MAX_FACETS = 8  # per leading dim; more blocks than this are summarised in the facet title
+MAX_LABELS = 64  # cells per facet that still get a printed device label
+PAD_FILL = "rgba(120,120,120,0.55)"
+
+
+def colour_index(block: Block, tiles) -> int:
+    """Shard number in C order, folded into the palette."""
+    return int(np.ravel_multi_index(block.index, tiles)) % len(PALETTE)
+
+
+def _colorscale() -> list:
+    n = len(PALETTE)
+    scale = []
+    for i, colour in enumerate(PALETTE):
+        scale += [[i / n, colour], [(i + 1) / n, colour]]
+    return scale
+
+
+def _facets(tiles: tuple[int, ...], lead: int) -> list[tuple[int, ...]]:
+    """Block indices along the leading dims that get a facet (at most MAX_FACETS each)."""
+    return list(product(*[range(min(t, MAX_FACETS)) for t in tiles[:lead]]))
+
+
+def _grid(cells: list[Block], tiles, ndim: int, itemsize: int) -> dict:
+    """Heatmap arrays for one facet: rows = blocks of dim -2 (or one row), cols = dim -1."""
+    n_rows = tiles[-2] if ndim >= 2 else 1
+    z = np.zeros((n_rows, tiles[-1]))
+    text = np.empty((n_rows, tiles[-1]), dtype=object)
+    hover = np.empty((n_rows, tiles[-1]), dtype=object)
+    for b in cells:
+        r, c = (b.index[-2] if ndim >= 2 else 0), b.index[-1]
+        z[r, c] = colour_index(b, tiles)
+        text[r, c] = device_label(b.devices, limit=4)
+        hover[r, c] = (
+            f"block {b.box()}<br>devices {device_label(b.devices, limit=12)}"
+            f"<br>{b.size * itemsize} B data + {b.padding * itemsize} B padding"
+        )
+    return {"z": z, "text": text, "hover": hover}
+
+
+def _edges(sharding: Sharding, shape, dim: int) -> list[int]:
+    """Block boundaries along one dim in padded element coordinates."""
+    k = sharding.shard_shape(shape)[dim]
+    return [i * k for i in range(sharding.dim_shards(dim) + 1)]
+
+
+def _padding_rects(shape, padded) -> list[tuple[float, float, float, float]]:
+    """Rectangles (x0, x1, y0, y1) of the padded area beyond the real array, in one facet."""
+    ndim = len(shape)
+    rows = (shape[-2], padded[-2]) if ndim >= 2 else (1, 1)
+    rects = []
+    if padded[-1] > shape[-1]:
+        rects.append((shape[-1], padded[-1], 0, rows[1]))
+    if rows[1] > rows[0]:
+        rects.append((0, shape[-1], rows[0], rows[1]))
+    return rects
+
+
+def _facet_title(sharding: Sharding, shape, key: tuple[int, ...]) -> str:
+    parts = []
+    for d, i in enumerate(key):
+        k = sharding.shard_shape(shape)[d]
+        lo, hi = min(i * k, shape[d]), min((i + 1) * k, shape[d])
+        more = sharding.dim_shards(d) - MAX_FACETS
+        tail = f" (+{more} more blocks)" if more > 0 and i == MAX_FACETS - 1 else ""
+        parts.append(f"dim {d} [{lo}:{hi}]{tail}")
+    return ", ".join(parts)
+
+
+def _height(ndim: int, n_rows: int) -> int:
+    return (260 if ndim > 1 else 130) * n_rows + 240 + 90 * n_rows
+
+
+def _title(sharding: Sharding, shape, dtype) -> str:
+    head, _, tail = summary(sharding, shape, dtype).partition(": ")
+    return f"{head}<br><sup>{tail}; grey hatching = padding</sup>"
+
+
+def _axis_title(sharding: Sharding, shape, dim: int) -> str:
+    axes = sharding.dim_axes(dim)
+    how = f"split over {'×'.join(axes)}" if axes else "not split"
+    return f"dim {dim} (size {shape[dim]}, {how})"
+
+
+def layout_figure(sharding: Sharding, shape, dtype="float32", title: str | None = None):
+    """Plotly figure of the blocks of an array of `shape` under `sharding` (rank 1 to 4+)."""
+    shape = tuple(int(n) for n in shape)
+    ndim, tiles = len(shape), sharding.tiles(len(shape))
+    itemsize = np.dtype(dtype).itemsize
+    lead = max(ndim - 2, 0)
+    facets = _facets(tiles, lead)
+    n_cols = min(tiles[lead - 1], MAX_FACETS) if lead else 1
+    n_rows = len(facets) // n_cols
+    fig = make_subplots(
+        rows=n_rows + 1,
+        cols=n_cols,
+        specs=[[{}] * n_cols] * n_rows + [[{"colspan": n_cols}] + [None] * (n_cols - 1)],
+        row_heights=[1.0] * n_rows + [0.45 * max(1, n_rows) ** 0.5],
+        subplot_titles=[_facet_title(sharding, shape, key) if lead else "" for key in facets],
+        vertical_spacing=90 / _height(ndim, n_rows),
+        horizontal_spacing=min(0.06, 0.3 / n_cols),
+    )
+    all_blocks = blocks(sharding, shape)
+    padded = tuple(sharding.shard_shape(shape)[d] * tiles[d] for d in range(ndim))
+    for f, key in enumerate(facets):
+        row, col = f // n_cols + 1, f % n_cols + 1
+        cells = [b for b in all_blocks if b.index[:lead] == key]
+        _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, row == n_rows)
+    _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, n_rows + 1)
+    fig.update_layout(
+        title={"text": title or _title(sharding, shape, dtype), "font": {"size": 14}},
+        height=_height(ndim, n_rows),
+        width=max(640, min(1200, 260 * n_cols + 120)),
+        margin={"l": 60, "r": 20, "t": 80, "b": 50},
+        plot_bgcolor="white",
+        showlegend=False,
+    )
+    return fig
+
+
+def _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, bottom) -> None:
+    ndim, tiles = len(shape), sharding.tiles(len(shape))
+    grid = _grid(cells, tiles, ndim, itemsize)
+    x = _edges(sharding, shape, ndim - 1)
+    y = _edges(sharding, shape, ndim - 2) if ndim >= 2 else [0, 1]
+    labels = grid["z"].size <= MAX_LABELS
+    fig.add_trace(
+        go.Heatmap(
+            z=grid["z"],
+            x=x,
+            y=y,
+            text=grid["text"],
+            customdata=grid["hover"],
+            texttemplate="%{text}" if labels else None,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorscale=_colorscale(),
+            zmin=-0.5,
+            zmax=len(PALETTE) - 0.5,
+            showscale=False,
+            xgap=1.5 if labels else 0,
+            ygap=1.5 if labels else 0,
+        ),
+        row=row,
+        col=col,
+    )
+    for x0, x1, y0, y1 in _padding_rects(shape, padded):
+        fig.add_trace(
+            go.Scatter(
+                x=[x0, x1, x1, x0, x0],
+                y=[y0, y0, y1, y1, y0],
+                mode="lines",
+                fill="toself",
+                line={"width": 0},
+                fillcolor=PAD_FILL,
+                fillpattern={"shape": "/", "fgcolor": "white", "bgcolor": PAD_FILL, "size": 8},
+                hoverinfo="skip",
+                name="padding",
+            ),
+            row=row,
+            col=col,
+        )
+    fig.update_xaxes(
+        range=[0, x[-1]], tickvals=x if len(x) <= 17 else None, showgrid=False,
+        title_text=_axis_title(sharding, shape, ndim - 1) if bottom else None,
+        row=row, col=col,
+    )  # fmt: skip
+    fig.update_yaxes(
+        range=[y[-1], 0], tickvals=y if len(y) <= 17 else None, showgrid=False,
+        showticklabels=ndim >= 2,
+        title_text=_axis_title(sharding, shape, ndim - 2) if ndim >= 2 and col == 1 else None,
+        row=row, col=col,
+    )  # fmt: skip
+
+
+def _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, row) -> None:
+    """Bar per device: bytes of real data it holds, coloured like its block."""
+    held = {d: b for b in all_blocks for d in b.devices}
+    devices = list(range(sharding.mesh.size))
+    fig.add_trace(
+        go.Bar(
+            x=devices,
+            y=[held[d].size * itemsize for d in devices],
+            marker={
+                "color": [PALETTE[colour_index(held[d], tiles)] for d in devices],
+                "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},
+            },
+            customdata=[held[d].box() for d in devices],
+            hovertemplate="device %{x}: %{y} B of block %{customdata}<extra></extra>",
+            name="bytes",
+        ),
+        row=row,
+        col=1,
+    )
+    fig.update_xaxes(title_text="device id", row=row, col=1)
+    fig.update_yaxes(title_text="bytes of data", rangemode="tozero", row=row, col=1)

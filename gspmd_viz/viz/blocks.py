@@ -1,0 +1,118 @@
+"""Which device holds which block of an array: the data behind the layout figure, as text.
+
+A *block* is one shard of the array: a box of global indices (clipped to the array) plus the
+padding that the last shard of an uneven dim carries, and the devices that hold it (more than
+one when the sharding replicates over some mesh axes). Tests assert on these blocks and on the
+text; the figure in arrays.py draws exactly the same blocks.
+"""
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from gspmd_viz.core.sharding import Sharding, short_dtype
+
+
+@dataclass(frozen=True)
+class Block:
+    index: tuple[int, ...]  # which shard along each tensor dim
+    start: tuple[int, ...]  # first global index along each dim
+    stop: tuple[int, ...]  # one past the last real (unpadded) index along each dim
+    padded_stop: tuple[int, ...]  # one past the last index including right padding
+    devices: tuple[int, ...]  # every device holding this block, ascending
+
+    @property
+    def slices(self) -> tuple[slice, ...]:
+        return tuple(slice(a, b) for a, b in zip(self.start, self.stop, strict=True))
+
+    @property
+    def size(self) -> int:
+        return prod(b - a for a, b in zip(self.start, self.stop, strict=True))
+
+    @property
+    def padding(self) -> int:
+        """Elements of padding: the padded box minus the real data."""
+        return prod(b - a for a, b in zip(self.start, self.padded_stop, strict=True)) - self.size
+
+    def box(self) -> str:
+        """`[0:4, 0:6]`: the block's real extent in numpy slice notation."""
+        return "[" + ", ".join(f"{a}:{b}" for a, b in zip(self.start, self.stop, strict=True)) + "]"
+
+
+def shard_indices(sharding: Sharding, ndim: int) -> np.ndarray:
+    """int array [devices, ndim]: the shard index each device holds along each tensor dim."""
+    mesh = sharding.mesh
+    coords = np.indices(mesh.sizes).reshape(len(mesh.sizes), -1)  # [mesh dims, devices]
+    out = np.zeros((mesh.size, ndim), dtype=int)
+    for d in range(ndim):
+        for axis in sharding.dim_axes(d):
+            out[:, d] = out[:, d] * mesh.axis_size(axis) + coords[mesh.axis_index(axis)]
+    return out
+
+
+def blocks(sharding: Sharding, shape) -> list[Block]:
+    """Every distinct block of an array of `shape`, in C order of shard index."""
+    shape = tuple(int(n) for n in shape)
+    local = sharding.shard_shape(shape)
+    holders: dict[tuple[int, ...], list[int]] = {}
+    for device, index in enumerate(shard_indices(sharding, len(shape)).tolist()):
+        holders.setdefault(tuple(index), []).append(device)
+    out = []
+    for index in sorted(holders):
+        start = tuple(min(n, i * k) for n, i, k in zip(shape, index, local, strict=True))
+        padded = tuple((i + 1) * k for i, k in zip(index, local, strict=True))
+        stop = tuple(min(n, p) for n, p in zip(shape, padded, strict=True))
+        padded = tuple(max(p, s) for p, s in zip(padded, start, strict=True))
+        out.append(Block(index, start, stop, padded, tuple(holders[index])))
+    return out
+
+
+def device_label(devices, limit: int = 6) -> str:
+    """Compact device list: `0-3`, `0,2,4,6`, or `0,8,16,…+61` when long."""
+    devices = sorted(devices)
+    step = devices[1] - devices[0] if len(devices) > 1 else 1
+    if len(devices) > 2 and step == 1 and devices == list(range(devices[0], devices[-1] + 1)):
+        return f"{devices[0]}-{devices[-1]}"
+    if len(devices) <= limit:
+        return ",".join(str(d) for d in devices)
+    shown = ",".join(str(d) for d in devices[: limit - 1])
+    return f"{shown},…+{len(devices) - limit + 1}"
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def summary(sharding: Sharding, shape, dtype="float32") -> str:
+    """One line: type with sharding, mesh, shards x replicas, per-device allocation."""
+    shape = tuple(shape)
+    tiles = prod(sharding.tiles(len(shape)))
+    replicas = sharding.mesh.size // tiles
+    local = short_dtype(dtype) + str(list(sharding.shard_shape(shape))).replace(" ", "")
+    return (
+        f"{sharding.describe(shape, dtype)} on {sharding.mesh!r}: {tiles} shard(s) x "
+        f"{replicas} replica(s); each device allocates {local} = "
+        f"{_bytes(sharding.shard_bytes(shape, dtype))}"
+    )
+
+
+def layout_text(sharding: Sharding, shape, dtype="float32", max_lines: int = 16) -> str:
+    """The layout as text: a summary line, then one line per block (devices, bytes, padding)."""
+    itemsize = np.dtype(dtype).itemsize
+    rows = blocks(sharding, shape)
+    lines = [summary(sharding, shape, dtype)]
+    width = max(len(b.box()) for b in rows)
+    for b in rows[:max_lines]:
+        pad = f" + {_bytes(b.padding * itemsize)} padding" if b.padding else ""
+        lines.append(
+            f"  block {b.box():<{width}}  on devices {device_label(b.devices):<12} "
+            f"{_bytes(b.size * itemsize)}{pad}"
+        )
+    if len(rows) > max_lines:
+        lines.append(f"  … {len(rows) - max_lines} more blocks")
+    return "\n".join(lines)
