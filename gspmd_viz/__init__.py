@@ -5,6 +5,7 @@ from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.devices import use_cpu_devices
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import trace
+from gspmd_viz.core.propagate import propagate
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
 
@@ -13,6 +14,7 @@ __all__ = [
     "Mesh",
     "Sharding",
     "mesh_split",
+    "propagate",
     "reshard_plan",
     "trace",
     "use_cpu_devices",

@@ -1,0 +1,372 @@
+"""`gv.propagate`: infer every value's sharding from a few annotations, one factor rule at a time.
+
+One generic algorithm over the rule table (rules.py), in GSPMD's spirit:
+  priority 0  pass-through ops only (elementwise, reshape, transpose)
+  priority 1  all ops except broadcasts
+  priority 2  + broadcasts backward (result -> operand)
+  priority 3  + broadcasts forward  ("avoid resharding after a broadcast")
+Each priority repeats a forward sweep (operands -> results, program order) and a backward sweep
+(results -> operands, reverse order) until nothing changes. Annotated values are fixed; other
+values are only ever refined (axes appended to a dim), so the passes reach a fixed point.
+Every change is recorded as a Step; `explain` walks them back to the user's annotations.
+# XLA: ShardingPropagation::Run (aggressiveness 0..3); Shardy: op priorities + basic strategy
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.program import Program, Value
+from gspmd_viz.core.rules import FactorRule, is_known, rule_for
+from gspmd_viz.core.sharding import Sharding
+
+Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
+PRIORITIES = ("pass-through ops", "all ops", "broadcast backward", "broadcast forward")
+
+
+@dataclass(frozen=True)
+class Step:
+    priority: int
+    eqn: int
+    primitive: str
+    direction: str  # "forward" (an operand set a result) or "backward"
+    value: Value
+    before: Sharding
+    after: Sharding
+    factors: tuple[str, ...]  # the rule's factors that carried the axes
+    sources: tuple[Value, ...]  # the tensors whose shardings the factors came from
+
+    @property
+    def pass_name(self) -> str:
+        return PRIORITIES[self.priority]
+
+    def __str__(self) -> str:
+        v = self.value
+        via = ",".join(self.factors) or "-"
+        src = ",".join(s.name for s in self.sources) or "-"
+        return (
+            f"[{self.priority} {self.pass_name}] eqn {self.eqn} {self.primitive} {self.direction}: "
+            f"{v.name} {v.type_text(self.before)} -> {v.type_text(self.after)}"
+            f"  (factor {via} from {src})"
+        )
+
+
+def _category(rule: FactorRule, eqn) -> str:
+    """pass-through / broadcast / other, read off the rule (never off the primitive name)."""
+    ops = [t for v, t in zip(eqn.inputs, rule.operands, strict=True) if isinstance(v, Value)]
+    in_ops = {f for t in ops for d in t for f in d}
+    if any(f not in in_ops for t in rule.results for d in t for f in d) and ops:
+        return "broadcast"
+    everywhere = all(
+        {f for d in t for f in d} == set(range(len(rule.factors))) for t in ops + list(rule.results)
+    )
+    return "pass-through" if everywhere and all(f.kind == "pass" for f in rule.factors) else "other"
+
+
+def _eligible(category: str, priority: int, direction: str) -> bool:
+    if category == "pass-through":
+        return True
+    if category == "other":
+        return priority >= 1
+    return priority >= 3 or (priority == 2 and direction == "backward")
+
+
+class _Tensor:
+    """One operand or result of an equation, as the propagation sees it."""
+
+    __slots__ = ("value", "factors", "is_result")
+
+    def __init__(self, value, factors, is_result):
+        self.value, self.factors, self.is_result = value, factors, is_result
+
+
+class Propagator:
+    def __init__(self, program: Program, mesh: Mesh, annotations: dict):
+        self.program, self.mesh = program, mesh
+        self.size = mesh.shape
+        self.fixed = dict(annotations)
+        self.spec: dict[Value, Spec] = {v: ((),) * v.ndim for v in program.values}
+        for v, s in self.fixed.items():
+            self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
+        self.rules = [rule_for(e) for e in program.equations]
+        self.categories = [
+            _category(r, e) for r, e in zip(self.rules, program.equations, strict=True)
+        ]
+        self.tensors = [
+            self._tensors(e, r) for e, r in zip(program.equations, self.rules, strict=True)
+        ]
+        self.steps: list[Step] = []
+        self.conflicts: list[str] = []
+        self.tick = 0
+        self.changed_at = {v: 0 for v in program.values}
+
+    def _tensors(self, eqn, rule):
+        ins = [
+            _Tensor(v, t, False)
+            for v, t in zip(eqn.inputs, rule.operands, strict=True)
+            if isinstance(v, Value)
+        ]
+        return ins + [_Tensor(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
+
+    # --- reading factor shardings off tensors ---------------------------------------------
+    def _shards(self, axes) -> int:
+        n = 1
+        for a in axes:
+            n *= self.size[a]
+        return n
+
+    def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
+        """A dim's axes, handed out to its factors major first (whole factors before minors)."""
+        if len(dim_factors) == 1:
+            return {dim_factors[0]: axes}
+        out, i = {}, 0
+        for f in dim_factors:
+            size, taken, prod = rule.factors[f].size, [], 1
+            while i < len(axes) and size % (prod * self.size[axes[i]]) == 0:
+                prod *= self.size[axes[i]]
+                taken.append(axes[i])
+                i += 1
+            out[f] = tuple(taken)
+            if prod != size:
+                break
+        return out
+
+    def candidates(self, rule, tensors):
+        """factor -> [(axes, tensor)] in tensor order: what each tensor says about each factor."""
+        found: dict[int, list] = {}
+        for t in tensors:
+            spec = self.spec[t.value]
+            for d, fs in enumerate(t.factors):
+                if fs:
+                    for f, axes in self.split_dim(spec[d], fs, rule).items():
+                        found.setdefault(f, []).append((axes, t))
+        return found
+
+    def merge(self, eqn, rule, f, cands):
+        """The most specific compatible axes for factor f; conflicts resolve to more shards."""
+        if rule.factors[f].kind == "need_replication":
+            return (), ()
+        best, src = (), None
+        for axes, t in cands:
+            if axes[: len(best)] == best:
+                if len(axes) > len(best):
+                    best, src = axes, t
+            elif best[: len(axes)] != axes and self._shards(axes) > self._shards(best):
+                self.conflicts.append(
+                    f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
+                    f"{t.value.name} wants {axes}, kept over {best}"
+                )
+                best, src = axes, t
+        return best, (src.value,) if src is not None else ()
+
+    def factor_axes(self, eqn_index: int) -> dict[int, tuple[tuple[str, ...], tuple]]:
+        """factor -> (axes, source values), with every mesh axis used by one factor at most."""
+        eqn, rule = self.program.equations[eqn_index], self.rules[eqn_index]
+        cands = self.candidates(rule, self.tensors[eqn_index])
+        merged = {f: self.merge(eqn, rule, f, c) for f, c in sorted(cands.items())}
+        order = sorted(
+            merged, key=lambda f: (rule.factors[f].kind != "pass", -self._shards(merged[f][0]), f)
+        )
+        used, out = set(), {}
+        for f in order:
+            axes, src = merged[f]
+            keep = []
+            for a in axes:
+                if a in used:
+                    break
+                keep.append(a)
+            used.update(keep)
+            out[f] = (tuple(keep), src)
+        return out
+
+    # --- writing them back ----------------------------------------------------------------
+    def proposal(self, t, rule, fa) -> tuple[Spec, list, list]:
+        """The spec the factors give tensor t (refining its current spec), and why."""
+        cur = self.spec[t.value]
+        used = {a for axes in cur for a in axes}
+        new, factors, sources = [], [], []
+        for d, fs in enumerate(t.factors):
+            axes = []
+            for f in fs:
+                got, src = fa.get(f, ((), ()))
+                axes += got
+                if got and axes[: len(cur[d])] == list(cur[d]) and len(axes) > len(cur[d]):
+                    factors.append(rule.factors[f].name)
+                    sources += [s for s in src if s is not t.value]
+                if self._shards(got) != rule.factors[f].size:
+                    break
+            ok = tuple(axes[: len(cur[d])]) == cur[d] and not (set(axes[len(cur[d]) :]) & used)
+            new.append(tuple(axes) if ok and len(axes) > len(cur[d]) else cur[d])
+            used |= set(new[-1])
+        return tuple(new), factors, sources
+
+    def visit(self, i: int, priority: int, direction: str) -> bool:
+        eqn, rule = self.program.equations[i], self.rules[i]
+        fa = self.factor_axes(i)
+        changed = False
+        for t in self.tensors[i]:
+            if t.is_result != (direction == "forward") or t.value in self.fixed:
+                continue
+            new, factors, sources = self.proposal(t, rule, fa)
+            if new != self.spec[t.value]:
+                before = self.sharding(t.value)
+                self.spec[t.value] = new
+                self.tick += 1
+                self.changed_at[t.value] = self.tick
+                self.steps.append(
+                    Step(
+                        priority,
+                        i,
+                        eqn.primitive,
+                        direction,
+                        t.value,
+                        before,
+                        self.sharding(t.value),
+                        tuple(dict.fromkeys(factors)),
+                        tuple(dict.fromkeys(sources)),
+                    )
+                )
+                changed = True
+        return changed
+
+    def sharding(self, v: Value) -> Sharding:
+        return Sharding(self.mesh, self.spec[v])
+
+    # --- the passes -----------------------------------------------------------------------
+    def sweep(self, priority: int, direction: str, seen: dict) -> bool:
+        order = range(len(self.rules))
+        changed = False
+        for i in order if direction == "forward" else reversed(order):
+            if not _eligible(self.categories[i], priority, direction):
+                continue
+            last = max((self.changed_at[t.value] for t in self.tensors[i]), default=0)
+            if (i, direction) in seen and seen[(i, direction)] >= last:
+                continue
+            seen[(i, direction)] = self.tick
+            changed |= self.visit(i, priority, direction)
+            seen[(i, direction)] = self.tick
+        return changed
+
+    def run(self) -> None:
+        for priority in range(len(PRIORITIES)):
+            seen: dict = {}
+            while self.sweep(priority, "forward", seen) | self.sweep(priority, "backward", seen):
+                pass
+
+
+class Propagation:
+    """The result of `gv.propagate(prog)`: a sharding for every value, and how it got there."""
+
+    def __init__(self, p: Propagator):
+        self._p = p
+        self.program, self.mesh = p.program, p.mesh
+        self.annotations = p.fixed
+        self.steps: tuple[Step, ...] = tuple(p.steps)
+        self.conflicts: tuple[str, ...] = tuple(p.conflicts)
+        self.unknown_primitives = tuple(
+            sorted({e.primitive for e in self.program.equations if not is_known(e.primitive)})
+        )
+        self._shardings = {v: p.sharding(v) for v in self.program.values}
+
+    def sharding(self, value) -> Sharding:
+        if isinstance(value, str):
+            value = self.program.value(value)
+        if not isinstance(value, Value):  # a Literal: replicated
+            return Sharding(self.mesh, ())
+        return self._shardings[value]
+
+    @property
+    def inputs(self) -> tuple[Sharding, ...]:
+        return tuple(self.sharding(v) for v in self.program.inputs)
+
+    @property
+    def outputs(self) -> tuple[Sharding, ...]:
+        return tuple(self.sharding(v) for v in self.program.outputs)
+
+    def rule(self, eqn) -> FactorRule:
+        return self._p.rules[eqn if isinstance(eqn, int) else eqn.index]
+
+    def factor_axes(self, eqn) -> dict[int, tuple[str, ...]]:
+        """factor index -> mesh axes the factor is split by, as settled for this equation."""
+        i = eqn if isinstance(eqn, int) else eqn.index
+        return {f: axes for f, (axes, _) in sorted(self._p.factor_axes(i).items())}
+
+    def steps_for(self, value) -> tuple[Step, ...]:
+        value = self.program.value(value) if isinstance(value, str) else value
+        return tuple(s for s in self.steps if s.value == value)
+
+    def explain(self, value) -> str:
+        """The chain of steps that gave `value` its sharding, back to the user's annotations."""
+        value = self.program.value(value) if isinstance(value, str) else value
+        lines, seen = [], set()
+
+        def walk(v: Value, depth: int) -> None:
+            pad = "  " * depth
+            if v in self.annotations:
+                lines.append(
+                    f"{pad}{v.name}: {v.type_text(self.sharding(v))} annotated by the user"
+                )
+                return
+            steps = self.steps_for(v)
+            if not steps:
+                lines.append(f"{pad}{v.name}: {v.type_text(self.sharding(v))} nothing reached it")
+                return
+            if v in seen:
+                lines.append(f"{pad}{v.name}: (see above)")
+                return
+            seen.add(v)
+            for s in steps:
+                lines.append(f"{pad}{s}")
+                for src in s.sources:
+                    walk(src, depth + 1)
+
+        walk(value, 0)
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        return self.program.pretty(self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Propagation of {len(self.program.equations)} equations on {self.mesh!r}: "
+            f"{len(self.steps)} steps>"
+        )
+
+
+def _extra_annotations(program: Program, mesh: Mesh, extra: dict) -> dict:
+    fixed = dict(program.annotations)
+    for key, spec in (extra or {}).items():
+        v = program.value(key) if isinstance(key, str) else key
+        s = spec if isinstance(spec, Sharding) else Sharding(mesh, spec)
+        if s.mesh != mesh:
+            raise ValueError(f"annotation on {v.name} uses {s.mesh!r}, the program uses {mesh!r}")
+        if len(s.spec) != v.ndim:
+            s.check_rank(v.ndim)
+        if v in fixed and fixed[v] != s:
+            raise ValueError(
+                f"conflicting fixed annotations on {v.name}: {v.type_text(fixed[v])} "
+                f"and {v.type_text(s)}"
+            )
+        fixed[v] = s
+    return fixed
+
+
+def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | None = None):
+    """Propagate the program's annotations (plus `annotations`: value or name -> spec)."""
+    if not isinstance(program, Program):
+        raise TypeError(f"gv.propagate takes a gv.trace(...) Program, got {type(program).__name__}")
+    mesh = mesh or program.mesh
+    if mesh is None:
+        raise ValueError("the program has no mesh_split annotations; pass mesh=gv.Mesh(...)")
+    if program.mesh is not None and program.mesh != mesh:
+        raise ValueError(
+            f"the function's annotations use {program.mesh!r}, which is not the mesh "
+            f"{mesh!r} given to propagate"
+        )
+    p = Propagator(program, mesh, _extra_annotations(program, mesh, annotations))
+    p.run()
+    return Propagation(p)
