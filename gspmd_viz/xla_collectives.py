@@ -1,0 +1,217 @@
+"""The oracle for communication: the collectives in XLA's own partitioned HLO.
+
+`collectives(f, *args, mesh=mesh)` compiles `f` with jax.jit on the mesh's devices and reads
+every collective out of `compiled.as_text()`, as `gv.Collective`s (per-device operand shape,
+group size from replica_groups, the mesh axes the groups run over, the jaxpr op that caused it).
+
+replica_groups come in three syntaxes:
+  explicit  `replica_groups={{0,1,2,3},{4,5,6,7}}`
+  iota      `replica_groups=[2,4]<=[8]` or `[2,4]<=[4,2]T(1,0)`
+  mesh      `replica_groups=mesh['axis_0'=2,'axis_1'=4], device_ids=([2,4]T(1,0)) {'axis_1'}`
+Remember XLA:CPU turns reduce-scatter into all-reduce + dynamic-slice: compare by bytes.
+"""
+
+import re
+
+import numpy as np
+
+from gspmd_viz.core.collective import KINDS, Collective
+from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.sharding import Sharding
+
+_DTYPES = {"pred": "bool", "bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+_DTYPES |= {"f64": "float64", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64"}
+_DTYPES |= {"u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
+
+_OP = re.compile(
+    r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<type>\(.*?\)|\S+)\s+"
+    r"(?P<kind>" + "|".join(KINDS) + r")(?P<start>-start)?\((?P<rest>.*)$"
+)
+_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
+
+
+# --- replica groups: three syntaxes -> explicit lists -------------------------------------
+
+
+def _iota(dims, reshape=None, perm=None) -> np.ndarray:
+    """XLA's IotaTileAssignment: arange, reshape, transpose, reshape to dims."""
+    reshape = reshape or [int(np.prod(dims))]
+    ids = np.arange(int(np.prod(reshape))).reshape(reshape)
+    if perm is not None:
+        ids = ids.transpose(perm)
+    return ids.reshape(dims)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(t) for t in re.findall(r"\d+", text)]
+
+
+def _parse_iota(text: str) -> np.ndarray:
+    """`[2,4]<=[4,2]T(1,0)`, `[2,4]<=[8]` or (mesh device_ids) `[2,4]T(1,0)`."""
+    m = re.match(r"\[([\d,]+)\](?:<=\[([\d,]+)\])?(?:T\(([\d,]+)\))?", text.strip())
+    if not m:
+        raise ValueError(f"cannot read iota device list {text!r}")
+    dims, reshape, perm = (_ints(g) if g else None for g in m.groups())
+    if reshape is None:  # device_ids form: the bracket is the reshape, the result is flat
+        return _iota([int(np.prod(dims))], dims, perm)
+    return _iota(dims, reshape, perm)
+
+
+def replica_groups(line: str) -> list[list[int]] | None:
+    """The explicit device groups of one HLO collective line (None: no groups printed)."""
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\](?:, device_ids=\((.*?)\))?\s*\{([^}]*)\}", line)
+    if m:
+        return _mesh_groups(*m.groups())
+    m = re.search(r"replica_groups=(\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)", line)
+    if m:
+        return _parse_iota(m.group(1)).tolist()
+    m = re.search(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}", line)
+    if m:
+        return [_ints(g) for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
+    return None
+
+
+def _mesh_groups(axes_text: str, device_ids: str | None, chosen: str) -> list[list[int]]:
+    names = re.findall(r"'(\w+)'=(\d+)", axes_text)
+    sizes = [int(n) for _, n in names]
+    ids = _parse_iota(device_ids) if device_ids else np.arange(int(np.prod(sizes)))
+    ids = np.asarray(ids).reshape(sizes)
+    picked = [i for i, (name, _) in enumerate(names) if f"'{name}'" in chosen]
+    rest = [i for i in range(len(names)) if i not in picked]
+    grouped = ids.transpose(rest + picked).reshape(-1, int(np.prod([sizes[i] for i in picked])))
+    return grouped.tolist()
+
+
+def _permute_pairs(line: str) -> list[tuple[int, int]]:
+    m = re.search(r"source_target_pairs=\{(.*?)\}\}?", line)
+    pairs = re.findall(r"\{(\d+),(\d+)\}", m.group(0)) if m else []
+    return [(int(a), int(b)) for a, b in pairs]
+
+
+def mesh_axes_of(groups: list[list[int]], mesh: Mesh) -> tuple[str, ...]:
+    """Which of our mesh axes a set of device groups runs over ((), if none matches)."""
+    first = sorted(groups[0])
+    coords = [mesh.coords(d) for d in first]
+    axes = tuple(a for a in mesh.axis_names if len({c[a] for c in coords}) > 1)
+    size = int(np.prod([mesh.axis_size(a) for a in axes], dtype=int))
+    return axes if size == len(first) else ()
+
+
+# --- one HLO line -> Collectives -------------------------------------------------------------
+
+
+def _shapes(type_text: str) -> list[tuple[np.dtype, tuple[int, ...]]]:
+    return [
+        (np.dtype(_DTYPES.get(dt, dt)), tuple(_ints(dims)))
+        for dt, dims in _SHAPE.findall(type_text)
+        if dt in _DTYPES
+    ]
+
+
+def _operand_shape(kind: str, shape, n: int, dims: list[int]):
+    """Per-device operand shape from the result shape (HLO prints only the result's)."""
+    shape = list(shape)
+    if kind == "all-gather" and dims:
+        shape[dims[0]] //= n
+    elif kind == "reduce-scatter" and dims:
+        shape[dims[0]] *= n
+    return tuple(shape)
+
+
+def _result_types(m) -> list:
+    """Result array types; async `-start` ops print (operand, result, ...) tuples."""
+    types = _shapes(m.group("type"))
+    if m.group("start") and m.group("kind") == "all-gather":
+        return types[len(types) // 2 :]
+    if m.group("start") and m.group("kind") in ("collective-permute", "all-to-all"):
+        return types[:1]
+    return types
+
+
+def parse_line(line: str, mesh: Mesh | None = None) -> list[Collective]:
+    """The collective(s) on one HLO line (a tuple-typed all-reduce gives one per element)."""
+    m = _OP.match(line)
+    if not m:
+        return []
+    kind, rest = m.group("kind"), m.group("rest")
+    source = re.search(r'op_name="([^"]*)"', rest)
+    found = re.search(r"dimensions=\{([\d,]*)\}", rest)
+    dims = _ints(found.group(1)) if found else []
+    groups = None if kind == "collective-permute" else replica_groups(rest)
+    n = 2 if kind == "collective-permute" else len(groups[0]) if groups else 1
+    axes = mesh_axes_of(groups, mesh) if (mesh and groups) else ()
+    if kind == "collective-permute" and mesh:
+        axes = _permute_axes(_permute_pairs(rest), mesh)
+    return [
+        Collective(
+            kind,
+            axes,
+            _operand_shape(kind, shape, n, dims),
+            dtype,
+            n,
+            source.group(1) if source else "",
+            tuple(dims),
+        )
+        for dtype, shape in _result_types(m)
+    ]
+
+
+def _permute_axes(pairs, mesh: Mesh) -> tuple[str, ...]:
+    moved = [(mesh.coords(a), mesh.coords(b)) for a, b in pairs if a != b]
+    return tuple(a for a in mesh.axis_names if any(s[a] != t[a] for s, t in moved))
+
+
+def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
+    """Every collective in a partitioned HLO module's text, in program order."""
+    return [c for line in text.splitlines() for c in parse_line(line, mesh)]
+
+
+# --- compiling -------------------------------------------------------------------------------
+
+
+def _named(mesh: Mesh, s):
+    from jax.sharding import NamedSharding
+
+    if s is None:
+        return None
+    sharding = s if isinstance(s, Sharding) else Sharding(mesh, s)
+    return NamedSharding(mesh.to_jax(), sharding.to_partition_spec())
+
+
+def _per_leaf(mesh: Mesh, tree, flat):
+    """One sharding per flat leaf -> the pytree jax.jit wants (None leaves stay unpinned)."""
+    import jax
+
+    leaves, structure = jax.tree.flatten(tree)
+    if len(flat) != len(leaves):
+        raise ValueError(f"got {len(flat)} shardings for {len(leaves)} arrays")
+    named = [_named(mesh, s) for s in flat]
+    return jax.tree.unflatten(structure, named)
+
+
+def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> str:
+    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings, on `mesh`'s devices."""
+    import jax
+
+    from gspmd_viz.core.execute import check_devices
+
+    check_devices(mesh)
+    kwargs = {}
+    if in_shardings is not None:
+        kwargs["in_shardings"] = _per_leaf(mesh, args, list(in_shardings))
+    if out_shardings is not None:
+        outs = [out_shardings] if isinstance(out_shardings, Sharding) else list(out_shardings)
+        kwargs["out_shardings"] = _per_leaf(mesh, jax.eval_shape(f, *args), outs)
+    return jax.jit(f, **kwargs).lower(*args).compile().as_text()
+
+
+def collectives(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> list[Collective]:
+    """The collectives XLA's partitioner emits for `f(*args)` on `mesh` (gv.Collective form).
+
+    Annotations inside `f` (gv.mesh_split) apply as usual. `in_shardings` / `out_shardings`
+    pin the boundaries: one gv.Sharding (or spec tuple, or None) per flat input / output leaf.
+    """
+    text = compiled_text(
+        f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings
+    )
+    return parse_hlo(text, mesh)

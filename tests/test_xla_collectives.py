@@ -1,0 +1,102 @@
+"""Reading collectives out of XLA's partitioned HLO: all three replica_groups syntaxes, the
+mesh axes each group runs over, and operand bytes from the printed result shapes."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gspmd_viz as gv
+from gspmd_viz.xla_collectives import collectives, parse_line, replica_groups
+
+MESH = gv.Mesh({"x": 2, "y": 4})
+
+
+def S(*spec):
+    return gv.Sharding(MESH, spec)
+
+
+def matmul(a, b):
+    return jnp.tanh(a @ b)
+
+
+A, B = jnp.ones((16, 32)), jnp.ones((32, 64))
+
+
+@pytest.mark.parametrize(
+    "text, groups",
+    [
+        ("replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply", [[0, 1, 2, 3], [4, 5, 6, 7]]),
+        ("replica_groups=[2,4]<=[8], to_apply", [[0, 1, 2, 3], [4, 5, 6, 7]]),
+        ("replica_groups=[2,4]<=[4,2]T(1,0), to_apply", [[0, 2, 4, 6], [1, 3, 5, 7]]),
+        (
+            "replica_groups=mesh['axis_0'=1,'axis_1'=4,'axis_2'=2], "
+            "device_ids=([2,4]T(1,0)) {'axis_1'}, use_global_device_ids=true",
+            [[0, 1, 2, 3], [4, 5, 6, 7]],
+        ),
+        (
+            "replica_groups=mesh['a'=2,'b'=4] {'a'}, dimensions={0}",
+            [[0, 4], [1, 5], [2, 6], [3, 7]],
+        ),
+    ],
+)
+def test_three_replica_group_syntaxes(text, groups):
+    assert replica_groups(text) == groups
+
+
+def test_parse_line_reads_kind_axes_and_operand_shape():
+    line = (
+        "%all-gather = f32[16,32]{1,0} all-gather(%param), channel_id=1, "
+        "replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}, use_global_device_ids=true, "
+        'metadata={op_name="jit(f)/dot_general"}'
+    )
+    (c,) = parse_line(line, MESH)
+    assert (c.kind, c.axes, c.shape, c.group_size, c.source) == (
+        "all-gather",
+        ("x",),  # groups {0,4}, {1,5}, ...: devices that differ only in x
+        (8, 32),  # the operand: the result split over the group along dimensions={0}
+        2,
+        "jit(f)/dot_general",
+    )
+
+
+def test_groups_that_match_no_mesh_axes_name_none():
+    line = "%ar = f32[8]{0} all-reduce(%p), replica_groups=[4,2]<=[8], to_apply=%add"
+    (c,) = parse_line(line, MESH)
+    assert c.axes == () and c.group_size == 2
+
+
+def test_contracting_sharded_matmul_is_one_all_reduce_over_y():
+    (c,) = collectives(
+        matmul,
+        A,
+        B,
+        mesh=MESH,
+        in_shardings=[S(None, "y"), S("y", None)],
+        out_shardings=S(None, None),
+    )
+    assert (c.kind, c.axes, c.shape) == ("all-reduce", ("y",), (16, 64))
+    assert c.wire_bytes == 2 * 3 / 4 * 16 * 64 * 4
+
+
+def test_gathering_an_output_is_one_all_gather_per_axis():
+    cs = collectives(
+        matmul,
+        A,
+        B,
+        mesh=MESH,
+        in_shardings=[S("x", None), S(None, "y")],
+        out_shardings=S(None, None),
+    )
+    assert sorted((c.kind, c.axes) for c in cs) == [("all-gather", ("x",)), ("all-gather", ("y",))]
+    # everyone ends with all of f32[16, 64]: (n-1)/n of it arrives, whatever the order
+    assert sum(c.wire_bytes for c in cs) == 16 * 64 * 4 * (1 - 1 / 8)
+
+
+def test_annotations_inside_f_count():
+    def f(a, b):
+        a = gv.mesh_split(a, MESH, ("x", None))
+        return gv.mesh_split(a @ b, MESH, (None, None))
+
+    cs = collectives(f, A, B, mesh=MESH)
+    assert [c.kind for c in cs] == ["all-gather"] and cs[0].axes == ("x",)
+    assert np.dtype(cs[0].dtype) == np.float32
