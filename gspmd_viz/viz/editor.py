@@ -1,0 +1,231 @@
+"""Sharding editor: pick a mesh, a tensor shape and the mesh axes of each tensor dim.
+
+It shows the layout figure, the sharding in three notations (PartitionSpec, GSPMD dims_mapping,
+HloSharding text) and the jax code that builds it. A learner can paste HloSharding text (from an
+XLA dump or warning) to see it. Bad input shows an inline message; the widget keeps working.
+User text is parsed, never evaluated.
+"""
+
+import html
+from itertools import permutations
+
+import ipywidgets as widgets
+
+from gspmd_viz.core.hlo import parse_hlo
+from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.viz.arrays import layout_figure
+from gspmd_viz.viz.blocks import layout_text
+from gspmd_viz.viz.notation import (
+    dims_mapping_text,
+    gv_code,
+    jax_code,
+    parse_mesh,
+    parse_shape,
+    pspec_text,
+)
+
+DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
+MAX_AXES_PER_DIM = 3
+
+
+def axis_options(axis_names) -> list[tuple[str, object]]:
+    """Dropdown choices for one tensor dim: none, one axis, or an ordered tuple (major first)."""
+    options: list[tuple[str, object]] = [("— (not split)", None)]
+    for k in range(1, min(MAX_AXES_PER_DIM, len(axis_names)) + 1):
+        for axes in permutations(axis_names, k):
+            options.append((axes[0], axes[0]) if k == 1 else (" then ".join(axes), axes))
+    return options
+
+
+class ShardingEditor(widgets.VBox):
+    """`ShardingEditor(mesh="x=2, y=4", shape="8, 6", spec=("x", None))`; display it."""
+
+    def __init__(self, mesh="x=2, y=4", shape="8, 6", spec=("x",), dtype="float32"):
+        self.mesh_text = _text("mesh axes", mesh, "x=2, y=4")
+        self.shape_text = _text("tensor shape", shape, "8, 6")
+        self.dtype = widgets.Dropdown(options=DTYPES, value=dtype, description="dtype")
+        self.hlo_text = _text(
+            "HloSharding", "", "paste e.g. {devices=[2,1,4]<=[8] last_tile_dim_replicate}"
+        )
+        self.hlo_text.layout = widgets.Layout(width="95%")
+        self.dims_box = widgets.HBox()
+        self.message = widgets.HTML()
+        self.notation = widgets.HTML()
+        self.plot = widgets.Output()
+        self.dims: list[widgets.Dropdown] = []
+        self.mesh = self.shape = self.sharding = self.figure = None
+        self.error = ""
+        self._quiet = False
+        super().__init__(
+            [
+                widgets.HBox([self.mesh_text, self.shape_text, self.dtype]),
+                self.dims_box,
+                self.hlo_text,
+                self.message,
+                self.notation,
+                self.plot,
+            ]
+        )
+        self.add_class("gv-sharding-editor")
+        for w in (self.mesh_text, self.shape_text):
+            w.observe(self._on_structure, names="value")
+        self.dtype.observe(self._on_dim, names="value")
+        self.hlo_text.observe(lambda change: self.load_hlo(change["new"]), names="value")
+        self._on_structure()
+        self.set_spec(spec)
+
+    # --- actions a learner (or a test) takes ----------------------------------------------
+    def set_spec(self, spec) -> None:
+        """Select these mesh axes per tensor dim (None, an axis, or a tuple of axes)."""
+        entries = list(spec) + [None] * (len(self.dims) - len(spec))
+        if len(entries) > len(self.dims):
+            self._fail(f"spec {spec!r} has more entries than the tensor's rank {len(self.dims)}")
+            return
+        self._quiet = True
+        try:
+            for dd, entry in zip(self.dims, entries, strict=True):
+                value = _choice(entry)
+                if value not in [v for _, v in dd.options]:
+                    raise ValueError(f"{entry!r} is not a choice for {dd.description}")
+                dd.value = value
+        except ValueError as err:
+            self._fail(str(err))
+            return
+        finally:
+            self._quiet = False
+        self.refresh()
+
+    def load_hlo(self, text: str) -> None:
+        """Show the layout that an HloSharding string describes on the current mesh."""
+        text = text.strip()
+        if not text or self.mesh is None:
+            return
+        try:
+            tiles = parse_hlo(text)
+            if tiles is not None and tiles.ndim - 1 != len(self.shape):
+                raise ValueError(
+                    f"{text} is for a tensor of rank {tiles.ndim - 1} but the shape "
+                    f"{self.shape} has rank {len(self.shape)}: change the shape first"
+                )
+            sharding = Sharding.from_hlo(self.mesh, text)
+        except (ValueError, TypeError) as err:
+            self._fail(str(err))
+            return
+        self.set_spec(sharding.spec)
+        if not self.error:
+            self.message.value = (
+                f"<span class='gv-ok'>read {html.escape(text)} as {pspec_text(sharding)}</span>"
+            )
+
+    def notations(self) -> dict[str, str]:
+        """The current sharding as text in each notation (empty when the input is bad)."""
+        s, shape = self.sharding, self.shape
+        if s is None:
+            return {}
+        ndim = len(shape)
+        return {
+            "type": s.describe(shape, self.dtype.value),
+            "PartitionSpec": pspec_text(s),
+            "dims_mapping": dims_mapping_text(s, ndim),
+            "HloSharding": s.to_hlo(ndim),
+            "jax": jax_code(s, shape, self.dtype.value),
+            "gspmd_viz": gv_code(s, shape, self.dtype.value),
+            "layout": layout_text(s, shape, self.dtype.value),
+        }
+
+    # --- reactions ----------------------------------------------------------------------
+    def _on_structure(self, change=None) -> None:
+        try:
+            mesh, shape = parse_mesh(self.mesh_text.value), parse_shape(self.shape_text.value)
+        except (ValueError, TypeError) as err:
+            self._fail(str(err))
+            return
+        old = [dd.value for dd in self.dims]
+        self.mesh, self.shape = mesh, shape
+        self._build_dims(old)
+        self.refresh()
+
+    def _build_dims(self, old) -> None:
+        options = axis_options(self.mesh.axis_names)
+        values = [v for _, v in options]
+        self.dims = []
+        for d, n in enumerate(self.shape):
+            dd = widgets.Dropdown(options=options, description=f"dim {d} ({n})")
+            dd.layout = widgets.Layout(width="auto")
+            dd.add_class(f"gv-dim-{d}")
+            if d < len(old) and old[d] in values:
+                dd.value = old[d]
+            dd.observe(self._on_dim, names="value")
+            self.dims.append(dd)
+        self.dims_box.children = self.dims
+
+    def _on_dim(self, change=None) -> None:
+        if not self._quiet:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Rebuild the sharding from the widgets and redraw everything."""
+        try:
+            spec = tuple(dd.value for dd in self.dims)
+            sharding = Sharding(self.mesh, spec)
+            sharding.check_rank(len(self.shape))
+        except (ValueError, TypeError) as err:
+            self._fail(str(err))
+            return
+        self.sharding, self.error = sharding, ""
+        self.message.value = ""
+        self._render()
+
+    def _fail(self, error: str) -> None:
+        self.error = error
+        self.message.value = (
+            f"<span class='gv-error' style='color:#b00020'>⚠ {html.escape(error)}</span>"
+        )
+
+    def _render(self) -> None:
+        n = self.notations()
+        rows = "".join(
+            f"<tr><th style='text-align:left;padding-right:1em'>{k}</th>"
+            f"<td><code>{html.escape(n[k])}</code></td></tr>"
+            for k in ("type", "PartitionSpec", "dims_mapping", "HloSharding")
+        )
+        code = "".join(
+            f"<details><summary>{title}</summary><pre>{html.escape(n[key])}</pre></details>"
+            for title, key in (
+                ("jax code", "jax"),
+                ("gspmd_viz code", "gspmd_viz"),
+                ("layout as text", "layout"),
+            )
+        )
+        self.notation.value = f"<table class='gv-notations'>{rows}</table>{code}"
+        self.figure = layout_figure(self.sharding, self.shape, self.dtype.value)
+        _show(self.plot, self.figure)
+
+
+def _text(description: str, value: str, placeholder: str) -> widgets.Text:
+    return widgets.Text(
+        value=value,
+        placeholder=placeholder,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+
+
+def _choice(entry):
+    """A spec entry as a dropdown value: None, "x", or ("x", "y")."""
+    if isinstance(entry, (tuple, list)):
+        return None if not entry else entry[0] if len(entry) == 1 else tuple(entry)
+    return entry
+
+
+def _show(output: widgets.Output, figure) -> None:
+    """Replace the Output's content with the figure (only inside a kernel: tests read .figure)."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    if get_ipython() is None:
+        return
+    with output:
+        output.clear_output(wait=True)
+        display(figure)
