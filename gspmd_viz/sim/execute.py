@@ -69,3 +69,31 @@ def full_sum_everywhere(schedule: Schedule) -> bool:
     final = run(schedule, initial_contributions(schedule), combine="or")
     bits = np.unpackbits(final, axis=-1, count=schedule.topo.n_chips).astype(bool)
     return bool(bits.all())
+
+
+def contributions(schedule: Schedule, state=None) -> np.ndarray:
+    """Final contribution sets as bool [n_chips, n_chunks, n_chips] (small tori only)."""
+    state = initial_contributions(schedule) if state is None else state
+    final = run(schedule, state, combine="or")
+    return np.unpackbits(final, axis=-1, count=schedule.topo.n_chips).astype(bool)
+
+
+def reduce_scatter_owners(schedule: Schedule) -> np.ndarray:
+    """[n_chunks] the chip holding the full sum of each chunk after a reduce-scatter schedule.
+
+    Raises if a chunk ends fully reduced on no chip or on more than one.
+    """
+    full = contributions(schedule).all(axis=-1)  # [chips, chunks]
+    per_chunk = full.sum(axis=0)
+    if not (per_chunk == 1).all():
+        bad = int(np.flatnonzero(per_chunk != 1)[0])
+        raise AssertionError(f"chunk {bad} is fully reduced on {per_chunk[bad]} chips, not 1")
+    return np.argmax(full, axis=0)
+
+
+def gather_start(schedule: Schedule, owners: np.ndarray) -> np.ndarray:
+    """Bit sets where chip owners[c] holds chunk c (its own data) and nothing else is known."""
+    n, k = schedule.topo.n_chips, schedule.n_chunks
+    bits = np.zeros((n, k, n), bool)
+    bits[owners, np.arange(k), owners] = True
+    return np.packbits(bits, axis=-1)

@@ -1,0 +1,134 @@
+"""Algorithms as data: existing links only, and every chip ends with every chip's data once.
+
+The oracle is symbolic: buffers hold the *set* of chips whose data they contain (bit sets), and
+a reducing transfer that would count a chip twice raises. That scales to tori far larger than
+the 8 CPU devices (see test_sim_replay.py for the numeric check).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import gspmd_viz.sim as sim
+from gspmd_viz.sim import execute
+
+TOPOLOGIES = [
+    sim.torus((4, 4)),
+    sim.torus((2, 4)),
+    sim.torus((3, 5), wrap=False),
+    sim.torus((8, 8), wrap=(False, True)),
+    sim.torus((16, 16)),
+    sim.torus((3, 3)),
+    sim.torus((7,), wrap=False),
+    sim.torus((6,)),
+    sim.torus((4, 4, 4)),
+    sim.torus((2, 3, 4), wrap=(True, False, True)),
+]
+
+
+def _applicable(topo, kind):
+    for name in sim.algorithms(kind):
+        try:
+            yield name, sim.schedule(topo, kind, name)
+        except ValueError:  # e.g. torus-3d on a 2-D topology
+            continue
+
+
+def _ids(topo):
+    return "x".join(map(str, topo.shape)) + ("-" + "".join("tf"[not w] for w in topo.wrap))
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=_ids)
+def test_all_reduce_leaves_full_sum_everywhere(topo):
+    names = []
+    for name, sched in _applicable(topo, "all-reduce"):
+        bits = execute.contributions(sched)
+        assert bits.all(), f"{name}: some chip misses some contribution"
+        names.append(name)
+    assert {"ring", "bidirectional-ring", "naive"} <= set(names)
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES[:6], ids=_ids)
+def test_reduce_scatter_then_all_gather(topo):
+    for name, rs in _applicable(topo, "reduce-scatter"):
+        owners = execute.reduce_scatter_owners(rs)  # each chunk fully summed on exactly one chip
+        assert np.bincount(owners, minlength=topo.n_chips).min() >= 1, name
+        ag = sim.schedule(topo, "all-gather", name)
+        final = execute.contributions(ag, execute.gather_start(ag, owners))
+        expect = np.zeros_like(final[0])
+        expect[np.arange(len(owners)), owners] = True
+        assert (final == expect[None]).all(), f"{name}: all-gather did not deliver every chunk"
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES[:6], ids=_ids)
+def test_all_to_all_delivers_chunk_j_of_chip_i_to_chip_j(topo):
+    sched = sim.schedule(topo, "all-to-all", "direct")
+    n = topo.n_chips
+    # token (i, j) = i * n + j: chip i starts with tokens for every destination j
+    start = np.arange(n * n).reshape(n, n)
+    final = execute.run(sched, start, combine="add")
+    assert (final == start.T).all()
+
+
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=_ids)
+def test_every_transfer_uses_existing_links(topo):
+    for kind in sim.ALGORITHMS:
+        for name, sched in _applicable(topo, kind):
+            for step in sched.steps:
+                _, links, _ = topo.route(step.src, step.dst)
+                assert topo.link_exists[links].all(), (kind, name)
+                assert (step.src != step.dst).all()
+
+
+@pytest.mark.parametrize("topo", [TOPOLOGIES[0], TOPOLOGIES[3], TOPOLOGIES[4]], ids=_ids)
+def test_torus_steps_are_neighbour_hops(topo):
+    """Rings inside one dim: 1 hop with wraparound, 2 hops (folded ring) without."""
+    for name in ("torus-2d", "torus-2d-halves"):
+        for step in sim.schedule(topo, "all-reduce", name).steps:
+            hops = topo.distance(step.src, step.dst)
+            limit = 1 if all(topo.wrap) else 2
+            assert hops.max() <= limit
+
+
+@given(
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["ring", "bidirectional-ring", "torus-2d", "torus-2d-halves", "naive"]),
+)
+def test_symbolic_sum_property(a, b, w0, w1, name):
+    topo = sim.torus((a, b), wrap=(w0, w1))
+    assert execute.contributions(sim.schedule(topo, "all-reduce", name)).all()
+
+
+def test_double_counting_is_detected():
+    sched = sim.schedule(sim.torus((4, 4)), "all-reduce", "ring")
+    sched.steps.insert(1, sched.steps[0])  # replay a reduce step: chunks would count twice
+    with pytest.raises(AssertionError, match="twice"):
+        execute.contributions(sched)
+
+
+def test_ring_order_is_a_neighbour_cycle_when_a_dim_is_even():
+    for topo in [
+        sim.torus((4, 4), wrap=False),
+        sim.torus((3, 4), wrap=False),
+        sim.torus((2, 3, 5)),
+    ]:
+        order = sim.ring_order(topo)
+        assert sorted(order) == list(range(topo.n_chips))
+        assert (topo.distance(order, np.roll(order, -1)) == 1).all()
+
+
+def test_algorithm_names_and_errors():
+    assert {"ring", "bidirectional-ring", "torus-2d"} <= set(sim.algorithms("all-reduce"))
+    assert "direct" in sim.algorithms("all-to-all")
+    with pytest.raises(ValueError, match="unknown all-reduce algorithm"):
+        sim.schedule(sim.torus((4, 4)), "all-reduce", "telepathy")
+    with pytest.raises(ValueError, match="unknown collective"):
+        sim.algorithms("all-reduce-ish")
+    with pytest.raises(ValueError, match="needs a 3-D topology"):
+        sim.schedule(sim.torus((4, 4)), "all-reduce", "torus-3d")
+    with pytest.raises(ValueError, match="transfers"):
+        sim.schedule(sim.preset("tpu-v3-multipod"), "all-to-all", "direct")
