@@ -159,6 +159,7 @@ def transformer_stack(ann, layers: int = 24):
 # --- GShard MoE layer --------------------------------------------------------------------
 MOE_SPECS = {
     "x": ("x", None, None),  # GSM: groups on x
+    "combine": ("x", None, None, None),  # GSEC: lingvo splits the gating tensors on G too
     "dispatched": ("x", None, None, None),  # EGCM: experts on x (G -> E: an all-to-all)
     "wi": ("x", None, "y"),  # EMH
     "wo": ("x", "y", None),  # EHM
@@ -192,7 +193,7 @@ def moe(ann):
 
     def layer(x, wg, wi, wo):
         x = ann(x, "x")  # [G/x, S, M]
-        combine = _top2_gating(jnp.einsum("gsm,me->gse", x, wg), C)  # [G/x, S, E, C]
+        combine = ann(_top2_gating(jnp.einsum("gsm,me->gse", x, wg), C), "combine")  # [G/x,S,E,C]
         dispatch = (combine > 0).astype(x.dtype)
         d = ann(jnp.einsum("gsec,gsm->egcm", dispatch, x), "dispatched")  # [E/x, G, C, M]
         h = jax.nn.relu(jnp.einsum("egcm,emh->egch", d, ann(wi, "wi")))  # [E/x, G, C, H/y]

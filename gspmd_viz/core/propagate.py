@@ -53,15 +53,18 @@ class Step:
 
 
 def _category(rule: FactorRule, eqn) -> str:
-    """pass-through / broadcast / other, read off the rule (never off the primitive name)."""
+    """pass-through / broadcast / other, read off the rule (never off the primitive name).
+
+    broadcast: a result factor that no operand has (broadcast_in_dim, iota-like ops);
+    pass-through: only pass factors, and every operand and result has all of them.
+    """
     ops = [t for v, t in zip(eqn.inputs, rule.operands, strict=True) if isinstance(v, Value)]
-    in_ops = {f for t in ops for d in t for f in d}
-    if any(f not in in_ops for t in rule.results for d in t for f in d) and ops:
+    every = set(range(len(rule.factors)))
+    has = [{f for d in t for f in d} for t in ops]
+    if ops and not every <= set().union(*has):
         return "broadcast"
-    everywhere = all(
-        {f for d in t for f in d} == set(range(len(rule.factors))) for t in ops + list(rule.results)
-    )
-    return "pass-through" if everywhere and all(f.kind == "pass" for f in rule.factors) else "other"
+    all_pass = all(f.kind == "pass" for f in rule.factors)
+    return "pass-through" if all_pass and all(h == every for h in has) else "other"
 
 
 def _eligible(category: str, priority: int, direction: str) -> bool:
@@ -143,6 +146,20 @@ class Propagator:
                         found.setdefault(f, []).append((axes, t))
         return found
 
+    def _rank(self, axes, t) -> tuple[int, int]:
+        return (self._shards(axes), self._size(t.value) if t is not None else 0)
+
+    def _weight(self, merged) -> int:
+        axes, src = merged
+        return self._size(src[0]) if axes and src else 0
+
+    @staticmethod
+    def _size(v: Value) -> int:
+        n = 1
+        for d in v.shape:
+            n *= d
+        return n
+
     def merge(self, eqn, rule, f, cands):
         """The most specific compatible axes for factor f; conflicts resolve to more shards."""
         if rule.factors[f].kind == "need_replication":
@@ -152,7 +169,7 @@ class Propagator:
             if axes[: len(best)] == best:
                 if len(axes) > len(best):
                     best, src = axes, t
-            elif best[: len(axes)] != axes and self._shards(axes) > self._shards(best):
+            elif best[: len(axes)] != axes and self._rank(axes, t) > self._rank(best, src):
                 self.conflicts.append(
                     f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
                     f"{t.value.name} wants {axes}, kept over {best}"
@@ -165,9 +182,8 @@ class Propagator:
         eqn, rule = self.program.equations[eqn_index], self.rules[eqn_index]
         cands = self.candidates(rule, self.tensors[eqn_index])
         merged = {f: self.merge(eqn, rule, f, c) for f, c in sorted(cands.items())}
-        order = sorted(
-            merged, key=lambda f: (rule.factors[f].kind != "pass", -self._shards(merged[f][0]), f)
-        )
+        # Shardy (aggressive): factors whose sharding comes from the bigger tensor claim axes first.
+        order = sorted(merged, key=lambda f: (-self._weight(merged[f]), f))
         used, out = set(), {}
         for f in order:
             axes, src = merged[f]

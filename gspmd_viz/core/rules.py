@@ -133,15 +133,17 @@ def conservative(eqn) -> FactorRule:
 
 
 def elementwise(eqn) -> FactorRule:
-    """`i j, i j -> i j`; scalar or literal operands carry no factors."""
+    """`i j, i j -> i j`; literals, scalars and size-1 (implicitly broadcast) dims carry none."""
     b = _Builder()
     ins, outs = _shapes(eqn)
     dims = [b.new(n) for n in outs[0]]
-    operands = [
-        dims if (_is_value(v) and s == outs[0]) else [()] * len(s)
-        for v, s in zip(eqn.inputs, ins, strict=True)
-    ]
-    return b.rule(operands, [dims if s == outs[0] else [()] * len(s) for s in outs])
+
+    def tensor(v, s):
+        if not _is_value(v) or len(s) != len(dims):
+            return [()] * len(s)
+        return [f if n == m else () for f, n, m in zip(dims, s, outs[0], strict=True)]
+
+    return b.rule([tensor(v, s) for v, s in zip(eqn.inputs, ins, strict=True)], [dims] * len(outs))
 
 
 def broadcast_in_dim(eqn) -> FactorRule:
