@@ -5,6 +5,7 @@ from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.devices import use_cpu_devices
 from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.partition import partition
 from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
 from gspmd_viz.core.reshard import reshard_plan
@@ -15,6 +16,7 @@ __all__ = [
     "Mesh",
     "Sharding",
     "mesh_split",
+    "partition",
     "propagate",
     "reshard_plan",
     "trace",

@@ -15,6 +15,7 @@ from gspmd_viz.core.devices import has_devices
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value, trace
 from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.xla_collectives import collectives as collectives
 from gspmd_viz.xla_dump import entry_instructions, propagated_hlo
 
 __all__ = ["XlaPropagation", "Comparison", "propagate", "propagate_program", "compare"]

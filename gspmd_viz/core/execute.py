@@ -153,3 +153,51 @@ def check_devices(mesh) -> None:
             "(in a notebook: restart the kernel and run it in the first cell). "
             "Partitioning itself (gv.partition, spmd.collectives) needs no devices."
         )
+
+
+# --- a whole per-device program ----------------------------------------------------------------
+
+
+def _runner(spmd):
+    """jit(shard_map(body)) over padded global arrays, built once per SPMDProgram."""
+    prop, program = spmd.prop, spmd.program
+    in_sh = [prop.sharding(v) for v in program.inputs]
+    outs = [(i, name) for i, name in enumerate(spmd.outputs) if isinstance(name, str)]
+    out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
+
+    def body(*locals_):
+        env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
+        for ins in spmd.instructions:
+            ins.run(env)
+        return tuple(env[name] for _, name in outs)
+
+    mapped = jax.shard_map(
+        body,
+        mesh=spmd.mesh.to_jax(),
+        in_specs=tuple(in_spec(s) for s in in_sh),
+        out_specs=tuple(in_spec(s) for s in out_sh),
+        check_vma=False,
+    )
+
+    @jax.jit
+    def run(*flat):
+        padded = [pad_global(x, s) for x, s in zip(flat, in_sh, strict=True)]
+        results = mapped(*padded)
+        shapes = [program.outputs[i].shape for i, _ in outs]
+        return [unpad_global(r, shape) for r, shape in zip(results, shapes, strict=True)]
+
+    return run, outs
+
+
+def run_spmd(spmd, *args):
+    """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
+    check_devices(spmd.mesh)
+    if spmd._runner is None:
+        spmd._runner = _runner(spmd)
+    run, outs = spmd._runner
+    flat = [jnp.asarray(x) for x in spmd.program.flatten_args(*args)]
+    results = dict(zip((i for i, _ in outs), run(*flat), strict=True))
+    values = [
+        results[i] if i in results else jnp.asarray(o.value) for i, o in enumerate(spmd.outputs)
+    ]
+    return jax.tree.unflatten(spmd.program.out_tree, values)
