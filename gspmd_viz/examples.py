@@ -167,6 +167,11 @@ MOE_SPECS = {
 }
 
 
+def _one_hot_position(pos, mask, capacity: int):
+    """[G, S, E] positions and mask -> [G, S, C]: each token's slot in its expert's buffer."""
+    return jax.nn.one_hot((pos * mask).sum(-1).astype(jnp.int32), capacity)
+
+
 def _top2_gating(logits, capacity: int):
     """GShard top-2 gating: [G, S, E] logits -> combine weights [G, S, E, C]."""
     gates = jax.nn.softmax(logits, axis=-1)  # [G, S, E]
@@ -179,10 +184,15 @@ def _top2_gating(logits, capacity: int):
     mask1, mask2 = mask1 * (pos1 < capacity), mask2 * (pos2 < capacity)
     g1, g2 = (gates * mask1).sum(-1), (gates * mask2).sum(-1)  # [G, S]
     norm = g1 + g2 + 1e-9
-    one_hot_pos = lambda pos, m: jax.nn.one_hot((pos * m).sum(-1), capacity)  # noqa: E731
-    combine = (g1 / norm)[..., None, None] * mask1[..., None] * one_hot_pos(pos1, mask1)[:, :, None]
+    combine = (
+        (g1 / norm)[..., None, None]
+        * mask1[..., None]
+        * _one_hot_position(pos1, mask1, capacity)[:, :, None]
+    )
     combine += (
-        (g2 / norm)[..., None, None] * mask2[..., None] * one_hot_pos(pos2, mask2)[:, :, None]
+        (g2 / norm)[..., None, None]
+        * mask2[..., None]
+        * _one_hot_position(pos2, mask2, capacity)[:, :, None]
     )
     return combine  # [G, S, E, C]
 

@@ -97,14 +97,16 @@ class _Builder:
         return (len(self.factors) - 1,)
 
     def rule(self, operands, results) -> FactorRule:
-        """The rule, with factors renamed i, j, k, ... in order of first appearance."""
+        """The rule, factors renumbered and named i, j, k, ... in order of first appearance."""
         tensors = [tuple(tuple(d) for d in t) for t in (*operands, *results)]
         order = list(dict.fromkeys(f for t in tensors for d in t for f in d))
         order += [f for f in range(len(self.factors)) if f not in order]
-        rank = {f: r for r, f in enumerate(order)}
+        new = {old: i for i, old in enumerate(order)}
         factors = tuple(
-            Factor(_letter(rank[i]), f.size, f.kind) for i, f in enumerate(self.factors)
+            Factor(_letter(i), self.factors[old].size, self.factors[old].kind)
+            for i, old in enumerate(order)
         )
+        tensors = [tuple(tuple(new[f] for f in d) for d in t) for t in tensors]
         return FactorRule(factors, tuple(tensors[: len(operands)]), tuple(tensors[len(operands) :]))
 
 
@@ -332,14 +334,10 @@ def gather(eqn) -> FactorRule:
 
 
 def _window_dims(b: _Builder, n: int, m: int, windowed: bool):
-    """One spatial dim of size n (input) and m (output)."""
-    if not windowed:
-        f = b.new(n)
-        return f, f
-    if n == m:
-        f = b.new(n, "windowed")
-        return f, f
-    return b.new(n, "windowed"), b.new(m, "windowed")
+    """One spatial dim, size n in and m out: one factor (sized by the input) for both, so a
+    spatial sharding carries through (strided windows: each shard keeps its windows)."""
+    f = b.new(max(n, m) if m > 1 else 1, "windowed" if windowed else "pass")
+    return f, f
 
 
 def conv(eqn) -> FactorRule:
