@@ -28,6 +28,9 @@ def test_default_editor_shows_the_sharding_in_every_notation():
     assert n["HloSharding"] == s.to_hlo(2)
     assert s.to_hlo(2) in e.notation.value  # shown, not only computed
     assert e.figure.layout.title.text.startswith("f32[7@x, 6] on Mesh(x=2, y=4)")
+    (shown,) = e.plot.outputs  # what the notebook's Output widget will draw
+    plotted = shown["data"]["application/vnd.plotly.v1+json"]
+    assert plotted["layout"]["title"]["text"] == e.figure.layout.title.text
 
 
 def test_changing_a_dropdown_redraws_the_layout():

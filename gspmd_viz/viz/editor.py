@@ -7,6 +7,7 @@ User text is parsed, never evaluated.
 """
 
 import html
+import json
 from itertools import permutations
 
 import ipywidgets as widgets
@@ -220,12 +221,7 @@ def _choice(entry):
 
 
 def _show(output: widgets.Output, figure) -> None:
-    """Replace the Output's content with the figure (only inside a kernel: tests read .figure)."""
-    from IPython import get_ipython
-    from IPython.display import display
-
-    if get_ipython() is None:
-        return
-    with output:
-        output.clear_output(wait=True)
-        display(figure)
+    """Put the figure into the Output as widget state, in plotly's mimetype (what its
+    JupyterLab renderer draws). No iopub routing, so a live kernel, nbconvert and nbval agree."""
+    bundle = {"application/vnd.plotly.v1+json": {**json.loads(figure.to_json()), "config": {}}}
+    output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
