@@ -6,7 +6,7 @@ numpy only (``replay`` imports jax lazily to run schedules on CPU devices); neve
 from gspmd_viz.sim.algorithms import ALGORITHMS, Schedule, algorithms, ring_order, schedule
 from gspmd_viz.sim.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.cost import closed_form, collective_time, lower_bound
-from gspmd_viz.sim.simulate import Timeline, simulate
+from gspmd_viz.sim.simulate import Timeline, default_algorithm, simulate
 from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "algorithms",
     "chip",
     "closed_form",
+    "default_algorithm",
     "collective_time",
     "lower_bound",
     "preset",

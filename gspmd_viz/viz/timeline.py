@@ -1,0 +1,112 @@
+"""Time versus payload for each algorithm: the latency-bound and bandwidth-bound regimes.
+
+Curves are the closed forms (tests hold the link-level simulator equal to them within 1%);
+markers are simulated timelines where the topology is small enough to simulate every size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from gspmd_viz import sim
+
+_DASH = {"ring": "dot", "bidirectional-ring": "dash", "naive": "longdashdot"}
+_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+
+
+def applicable(topo: sim.Topology, kind: str = "all-reduce") -> list[str]:
+    """Algorithms of `kind` that can run on `topo` (e.g. torus-3d needs a 3-D topology)."""
+    out = []
+    for name in sim.algorithms(kind):
+        nd = 3 if name.startswith("torus-3d") else 2 if name.startswith("torus-2d") else None
+        if nd is None or nd == topo.ndim:
+            out.append(name)
+    return out
+
+
+def latency_bandwidth_split(topo, kind, algorithm, chip="tpu-v3") -> tuple[float, float]:
+    """(alpha part in seconds, beta part in seconds per byte) of an algorithm's closed form."""
+    a = sim.closed_form(topo, kind, 0.0, algorithm, chip=chip)
+    b = (sim.closed_form(topo, kind, 2.0**30, algorithm, chip=chip) - a) / 2.0**30
+    return a, b
+
+
+def time_vs_payload(
+    topo: sim.Topology,
+    kind: str = "all-reduce",
+    algorithms=None,
+    sizes=None,
+    chip: str = "tpu-v3",
+    simulate_markers: bool | None = None,
+) -> go.Figure:
+    """Log-log plot of time against payload per chip, one curve per algorithm, and the bound."""
+    algorithms = list(algorithms or applicable(topo, kind))
+    sizes = np.asarray(sizes if sizes is not None else 2.0 ** np.arange(10, 33), float)
+    if simulate_markers is None:
+        simulate_markers = topo.n_chips <= 64
+    fig = go.Figure()
+    for i, name in enumerate(algorithms):
+        colour = _COLOURS[i % len(_COLOURS)]
+        times = [sim.closed_form(topo, kind, s, name, chip=chip) for s in sizes]
+        fig.add_trace(
+            go.Scatter(
+                x=sizes,
+                y=times,
+                mode="lines",
+                name=name,
+                line={"dash": _DASH.get(name), "width": 2.5, "color": colour},
+            )  # fmt: skip
+        )
+        if simulate_markers:
+            pts = [s for s in sizes[::4] if s % sim.schedule(topo, kind, name).n_chunks == 0]
+            tl = [sim.simulate(topo, kind, int(s), name, chip=chip).time_s for s in pts]
+            fig.add_trace(
+                go.Scatter(
+                    x=pts,
+                    y=tl,
+                    mode="markers",
+                    name=f"{name} (simulated)",
+                    marker={"symbol": "circle-open", "size": 9, "color": colour},
+                    showlegend=False,
+                )  # fmt: skip
+            )
+    bound = [sim.lower_bound(topo, kind, s, chip=chip) for s in sizes]
+    fig.add_trace(
+        go.Scatter(
+            x=sizes,
+            y=bound,
+            mode="lines",
+            name="bandwidth lower bound",
+            line={"color": "black", "dash": "dot", "width": 1.5},
+        )  # fmt: skip
+    )
+    best = min(algorithms, key=lambda n: sim.closed_form(topo, kind, sizes[-1], n, chip=chip))
+    a, b = latency_bandwidth_split(topo, kind, best, chip)
+    if b > 0:
+        cross = a / b  # payload where latency and bandwidth terms are equal
+        fig.add_vline(x=cross, line={"color": "grey", "width": 1})
+        fig.add_annotation(x=np.log10(cross), y=1, yref="paper", showarrow=False, xanchor="right",
+                           text=f"← latency-bound | bandwidth-bound → ({best})")  # fmt: skip
+    ticks = [t for t in 2.0 ** np.arange(0, 41, 5) if sizes[0] <= t <= sizes[-1]]
+    fig.update_layout(
+        title=f"{kind} time vs payload on {topo.describe()} ({sim.chip(chip).name})",
+        xaxis={
+            "type": "log",
+            "title": "payload per chip",
+            "tickvals": ticks,
+            "ticktext": [_bytes_label(t) for t in ticks],
+        },
+        yaxis={"type": "log", "title": "time", "exponentformat": "SI", "ticksuffix": "s"},
+        height=480,
+        width=860,
+        margin={"t": 60},
+    )
+    return fig
+
+
+def _bytes_label(b: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:g} {unit}"
+    return f"{b:g} B"
