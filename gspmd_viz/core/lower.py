@@ -7,6 +7,9 @@ branches on names itself):
   OPERAND_SIZES    a param listing operand-0 sizes (whole dims) -> local sizes
   COUNTING_DIM     iota: the dim whose values are global indices -> add the shard offset
   COMBINE          how partial reductions over a split factor combine across devices
+  LOOKUP           gathers: operand dims read at data-dependent indices. Split over devices,
+                   each device looks up only the indices it holds (others give 0) and the
+                   results are pending sums (# XLA: gather with "index passthrough" masking)
 Uneven shards are masked with the combine's identity before a reduction sees them.
 # XLA: SpmdPartitioningVisitor::Handle* (one handler per opcode); masking as in
 #      PartitionedHlo::PadWithValue(select(iota + offset < N, x, identity))
@@ -30,6 +33,13 @@ COMBINE = {
     "reduce_max": "max",
     "reduce_min": "min",
 }
+
+LOOKUP = {"gather": lambda params: tuple(params["dimension_numbers"].start_index_map)}
+
+
+def indexed_dims(eqn) -> tuple[int, ...]:
+    """Operand-0 dims a lookup primitive indexes with data (empty for other primitives)."""
+    return LOOKUP[eqn.primitive](eqn.params) if eqn.primitive in LOOKUP else ()
 
 
 def combine_of(primitive: str) -> str | None:
@@ -67,6 +77,24 @@ class Offset:
 
     dim: int
     axes: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """A gather whose indexed operand dims are split: (dim, index component, axes, local size)
+    per split dim; `offset_dims` are the result dims that come from the operand slice."""
+
+    dims: tuple[tuple[int, int, tuple[str, ...], int], ...]
+    offset_dims: tuple[int, ...]
+
+
+def lookup_of(eqn, operand_sharding, operand_local) -> Lookup | None:
+    dims = tuple(
+        (d, c, operand_sharding.dim_axes(d), operand_local[d])
+        for c, d in enumerate(indexed_dims(eqn))
+        if operand_sharding.dim_axes(d)
+    )
+    return Lookup(dims, tuple(eqn.params["dimension_numbers"].offset_dims)) if dims else None
 
 
 def local_params(eqn, operand_locals, result_locals) -> dict:
@@ -114,13 +142,31 @@ def apply_offset(x, offset: Offset):
     return x + _shard_start(offset.axes, k).astype(x.dtype)
 
 
-def run_local(eqn, params, args, masks=(), offsets=()):
+def local_indices(indices, lookup: Lookup):
+    """Shift data indices into this device's block; `valid`: which ones land in it."""
+    valid = jnp.ones(indices.shape[:-1], bool)
+    for _dim, c, axes, k in lookup.dims:
+        start = _shard_start(axes, k).astype(indices.dtype)
+        local = indices[..., c] - start
+        valid &= (local >= 0) & (local < k)
+        indices = indices.at[..., c].set(local)
+    return indices, valid
+
+
+def mask_lookup(out, valid, lookup: Lookup):
+    valid = jnp.expand_dims(valid, lookup.offset_dims) if lookup.offset_dims else valid
+    return jnp.where(valid, out, jnp.zeros((), out.dtype))
+
+
+def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
     """Bind the primitive on local buffers (after masking padding); returns a list."""
     if eqn.primitive in IDENTITY:
         return list(args[: len(eqn.outputs)])
     args = list(args)
     for m in masks:
         args[m.operand] = apply_mask(args[m.operand], m)
+    if lookup is not None:
+        args[1], valid = local_indices(args[1], lookup)
     try:
         out = eqn.eqn.primitive.bind(*args, **params)
     except Exception as err:  # name the equation, say what to do
@@ -130,6 +176,8 @@ def run_local(eqn, params, args, masks=(), offsets=()):
             "that splits them) or add a local-parameter rewrite in gspmd_viz/core/lower.py."
         ) from err
     outs = list(out) if eqn.eqn.primitive.multiple_results else [out]
+    if lookup is not None:
+        outs[0] = mask_lookup(outs[0], valid, lookup)
     for off in offsets:
         outs[0] = apply_offset(outs[0], off)
     return outs

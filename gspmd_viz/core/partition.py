@@ -48,7 +48,13 @@ class _Equation:
     def __init__(self, part, eqn: Equation):
         self.part, self.eqn, self.mesh = part, eqn, part.mesh
         self.rule = part.rule(eqn)
-        self.combine = lower.combine_of(eqn.primitive)
+        indexed = lower.indexed_dims(eqn)
+        self.lookup = {f for d in indexed for f in self.rule.operands[0][d]}
+        self.combine = lower.combine_of(eqn.primitive) or ("sum" if self.lookup else None)
+
+    def summed(self, f: int) -> bool:
+        """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
+        return self.rule.factors[f].kind == "reduction" or f in self.lookup
 
     def size(self, axes) -> int:
         return int(np.prod([self.mesh.axis_size(a) for a in axes], dtype=int))
@@ -80,7 +86,9 @@ class _Equation:
     def sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
         ok = {"pass"} | ({"reduction"} if self.combine else set())
-        fa = {f: tuple(a) for f, a in fa.items() if factors[f].kind in ok and a}
+        fa = {
+            f: tuple(a) for f, a in fa.items() if a and (factors[f].kind in ok or f in self.lookup)
+        }
         for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
             before = dict(fa)
             for _, tensor in self.tensors():
@@ -106,9 +114,7 @@ class _Equation:
         return out
 
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
-        red = {
-            a for f, axes in fa.items() if self.rule.factors[f].kind == "reduction" for a in axes
-        }
+        red = {a for f, axes in fa.items() if self.summed(f) for a in axes}
         return tuple(a for a in self.mesh.axis_names if a in red)
 
     def operand_sharding(self, fa, i: int) -> Sharding:
@@ -228,6 +234,10 @@ class Partitioner:
             [s.shard_shape(v.shape) for s, v in zip(results, eqn.outputs, strict=True)],
         )
         offsets = lower.counting_offsets(eqn, [s.spec for s in results])
+        lookup = None
+        if q.lookup:
+            local = op_shardings[0].shard_shape(eqn.inputs[0].shape)
+            lookup = lower.lookup_of(eqn, op_shardings[0], local)
         outs = tuple(v.name for v in eqn.outputs)
         self.instructions.append(
             Compute(
@@ -239,6 +249,7 @@ class Partitioner:
                 tuple(op_shardings),
                 tuple(masks),
                 offsets,
+                lookup,
             )
         )
         for v, s in zip(eqn.outputs, results, strict=True):
@@ -253,7 +264,7 @@ class Partitioner:
         v, out = q.eqn.inputs[i], []
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)
-            reduced = any(q.rule.factors[f].kind == "reduction" for f in fs)
+            reduced = any(q.rule.factors[f].kind == "reduction" for f in fs)  # not lookups
             if axes and reduced and v.shape[d] % target.dim_shards(d):
                 fill = lower.identity_element(q.combine, v.dtype)
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))

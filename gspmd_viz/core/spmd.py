@@ -33,10 +33,11 @@ class Compute:
     operand_shardings: tuple
     masks: tuple = ()
     offsets: tuple = ()
+    lookup: object = None
 
     def run(self, env):
         args = [a.value if isinstance(a, Literal) else env[a] for a in self.ins]
-        outs = lower.run_local(self.eqn, self.params, args, self.masks, self.offsets)
+        outs = lower.run_local(self.eqn, self.params, args, self.masks, self.offsets, self.lookup)
         env.update(zip(self.outs, outs, strict=True))
 
     def text(self) -> str:
