@@ -276,8 +276,12 @@ def get(
     specs: dict | None = None,
     symbolic: bool = False,
     seed: int = 0,
+    ranks: dict | None = None,
 ) -> Example:
-    """Build a zoo example on `mesh` (default 2x4) with `specs` overriding the defaults."""
+    """Build a zoo example on `mesh` (default 2x4) with `specs` overriding the defaults.
+
+    `ranks` (annotation name -> rank, from an earlier build) skips the trace that finds them.
+    """
     table = ZOO | EXTRA
     if name not in table:
         raise KeyError(f"no example {name!r}; the zoo has {sorted(table)}")
@@ -290,8 +294,10 @@ def get(
     ann = _Annotator(mesh, specs)
     fn, shapes = build(ann)
     args = _arrays(seed, shapes, symbolic)
-    jax.make_jaxpr(fn)(*args)  # trace once so ann.ranks knows every annotated tensor
-    return Example(name, mesh, fn, args, specs, dict(ann.ranks))
+    if ranks is None:
+        jax.make_jaxpr(fn)(*args)  # trace once so ann.ranks knows every annotated tensor
+        ranks = dict(ann.ranks)
+    return Example(name, mesh, fn, args, specs, dict(ranks))
 
 
 __all__ = ["ZOO", "Example", "get"]
