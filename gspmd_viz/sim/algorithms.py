@@ -167,7 +167,7 @@ def _stream(topo, rings_list, lo0, length, kind, phase_ids):
 
 def _merge(streams, n_chips):
     """Run streams side by side: step k of the result holds step k of every stream."""
-    steps = []
+    steps, pairs = [], {}
     for group in zip_longest(*streams):
         parts = [g[1] for g in group if g is not None]
         phase = min(g[0] for g in group if g is not None)
@@ -177,8 +177,15 @@ def _merge(streams, n_chips):
             count = np.broadcast_to(np.int64(count), (n,))
             steps.append(Step(phase, src, dst, chunk, count, np.broadcast_to(red, (n,)), chunk))
             continue
-        cat = [np.concatenate([np.broadcast_to(p[i], p[0].shape) for p in parts]) for i in range(5)]
-        steps.append(Step(phase, cat[0], cat[1], cat[2], cat[3], cat[4], cat[2]))
+        sizes = [len(p[0]) for p in parts]
+        key = tuple(id(p[0]) for p in parts) + tuple(id(p[1]) for p in parts)
+        if key not in pairs:  # a phase reuses its rings: share src/dst arrays across its steps
+            pairs[key] = tuple(np.concatenate([p[i] for p in parts]) for i in range(2))
+        src, dst = pairs[key]
+        chunk = np.concatenate([p[2] for p in parts])
+        count = np.repeat(np.array([p[3] for p in parts], np.int64), sizes)
+        red = np.repeat(np.array([p[4] for p in parts], bool), sizes)
+        steps.append(Step(phase, src, dst, chunk, count, red, chunk))
     return steps
 
 

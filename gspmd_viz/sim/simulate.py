@@ -162,23 +162,42 @@ def simulate(
 
 
 def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -> Timeline:
-    topo = sched.topo
     beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
     records, t = [], 0.0
+    topo = sched.topo
+    routes = _RouteCache(topo)
     for i, st in enumerate(sched.steps):
         nb = st.count * chunk_bytes
-        t_idx, l_idx, hops = topo.route(st.src, st.dst)
-        load = np.bincount(l_idx, weights=nb[t_idx], minlength=topo.n_link_slots)
-        links = np.flatnonzero(load)
-        max_hops = int(hops.max(initial=0))
+        t_idx, where, _, links, max_hops = routes(st.src, st.dst)
+        load = np.bincount(where, weights=nb[t_idx], minlength=len(links))
         dt = load.max(initial=0.0) / beta + max_hops * alpha
         name = sched.phases[st.phase].name
-        records.append(StepRecord(i, st.phase, name, st, nb, links, load[links], max_hops, t, dt))
+        records.append(StepRecord(i, st.phase, name, st, nb, links, load, max_hops, t, dt))
         t += dt
     phases = _phase_records(sched, records, chunk_bytes)
     lb = cost.lower_bound(topo, sched.kind, nbytes, chip=spec)
     return Timeline(topo, sched.kind, sched.algorithm, spec, nbytes, chunk_bytes, sched, records,
                     phases, t, lb)  # fmt: skip
+
+
+class _RouteCache:
+    """Steps of one phase share their src/dst arrays: route each distinct pair of arrays once.
+
+    Returns (transfer index per crossing, position of the crossed link in `links`, hops, links).
+    """
+
+    def __init__(self, topo):
+        self.topo, self.seen = topo, {}
+
+    def __call__(self, src, dst):
+        hit = self.seen.get((id(src), id(dst)))
+        if hit is not None and hit[0] is src and hit[1] is dst:
+            return hit[2]
+        t_idx, l_idx, hops = self.topo.route(src, dst)
+        links, where = np.unique(l_idx, return_inverse=True)
+        routed = (t_idx, where, hops, links, int(hops.max(initial=0)))
+        self.seen[(id(src), id(dst))] = (src, dst, routed)
+        return routed
 
 
 def _phase_records(sched, records, chunk_bytes):

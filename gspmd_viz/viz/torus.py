@@ -91,7 +91,9 @@ def frames(tl: sim.Timeline) -> Frames:
         held, label = _held_by_ownership(tl), "share of the final sum held"
     else:
         held, label = _held_by_bytes(tl), "share of incoming bytes received"
-    wrap = np.array([_is_wrap(topo, link) for link in links], bool)
+    src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
+    gap = topo.coords[topo.link_dst[links], dim] - topo.coords[src, dim]
+    wrap = np.abs(gap) > 1
     return Frames(tl, positions(topo), links, level, held, label, float(peak), wrap)
 
 

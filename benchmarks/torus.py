@@ -1,0 +1,78 @@
+"""Torus simulator benchmark: speed at pod scale, and how close each algorithm gets to the bound.
+
+Run: .venv/bin/python benchmarks/torus.py
+Prints (1) wall time to simulate the 2-D all-reduce and build its animation frames at 64, 1024
+and 4096 chips (goal: 4096-chip multipod under 2 s), (2) every all-reduce algorithm's simulated
+time over its bandwidth lower bound on the 32x32 TPU-v3 pod (goal: best 2-D algorithm within
+1.1x for large payloads).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import gspmd_viz.sim as sim
+from gspmd_viz.viz import torus as torus_view
+
+SIZES = [("8x8 torus", sim.torus((8, 8))), ("tpu-v3-pod", sim.preset("tpu-v3-pod")),
+         ("tpu-v3-multipod", sim.preset("tpu-v3-multipod"))]  # fmt: skip
+
+
+def wall(fn, repeats=3):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def scaling(nbytes=2**25):
+    print(f"1) simulate 2-D all-reduce ({nbytes // 2**20} MiB/chip) + build animation frames")
+    print(f"   {'topology':<18}{'chips':>6}{'algorithm':>18}{'steps':>7}{'wall':>10}{'x 64':>8}"
+          "   chip colour in frames")  # fmt: skip
+    base = {}
+    for label, topo in SIZES:
+        for name in ("torus-2d", "torus-2d-halves"):
+            tl = sim.simulate(topo, "all-reduce", nbytes, algorithm=name)
+            t = wall(lambda topo=topo, name=name: torus_view.frames(
+                sim.simulate(topo, "all-reduce", nbytes, algorithm=name)))  # fmt: skip
+            label_held = torus_view.frames(tl).held_label
+            base.setdefault(name, t)
+            print(f"   {label:<18}{topo.n_chips:>6}{name:>18}{len(tl.steps):>7}"
+                  f"{t * 1e3:>8.0f}ms{t / base[name]:>7.1f}x   {label_held}")  # fmt: skip
+    return base
+
+
+def ratios():
+    pod = sim.preset("tpu-v3-pod")
+    sizes = [2**20, 2**26, 2**30]
+    print("\n2) all-reduce on the 32x32 TPU-v3 pod: simulated time / bandwidth lower bound")
+    print(f"   {'algorithm':<20}" + "".join(f"{_b(s):>22}" for s in sizes))
+    for name in sim.algorithms("all-reduce"):
+        if name.startswith("torus-3d"):
+            continue
+        row = []
+        for s in sizes:
+            tl = sim.simulate(pod, "all-reduce", s, algorithm=name)
+            row.append(f"{tl.time_s / tl.lower_bound_s:.2f}x ({tl.time_s * 1e3:.3g} ms)")
+        print(f"   {name:<20}" + "".join(f"{r:>22}" for r in row))
+    bound = sim.lower_bound(pod, "all-reduce", sizes[-1])
+    print(f"   bandwidth lower bound at {_b(sizes[-1])}: {bound * 1e3:.3f} ms")
+    a2a = sim.simulate(sim.torus((16, 16)), "all-to-all", 2**24)
+    inj = (255 / 256) * 2**24 / (4 * a2a.chip.ici_link_bandwidth_Bps)
+    print(f"\n3) all-to-all on 16x16 torus, 16 MiB/chip: {a2a.time_s * 1e3:.3f} ms = "
+          f"{a2a.time_s / inj:.1f}x the injection bound, "
+          f"{a2a.time_s / a2a.lower_bound_s:.2f}x the bisection bound")  # fmt: skip
+
+
+def _b(s):
+    return f"{s // 2**30} GiB" if s >= 2**30 else f"{s // 2**20} MiB"
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    scaling()
+    ratios()
+    print(f"\nwhole benchmark: {time.perf_counter() - t0:.1f} s")
