@@ -4,6 +4,8 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT     ?= 8888
+# Jupyter refuses to run as root unless told; a fresh Debian machine often is root.
+ROOT_OK  := $(if $(SUDO),,--allow-root)
 # Tests must not litter the real $$HOME: Jupyter, IPython and Chromium write here instead.
 TEST_HOME := $(CURDIR)/.test-home
 TEST_ENV := HOME=$(TEST_HOME) JUPYTER_CONFIG_DIR=$(TEST_HOME)/jupyter-config \
@@ -28,7 +30,7 @@ debs-test: debs-lab
 
 lab: $(STAMP) debs-lab
 	@echo "Open http://127.0.0.1:$(PORT)/lab/tree/01_sharding.ipynb (the URL with its token is printed below)"
-	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) $(ROOT_OK) --notebook-dir=notebooks
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gspmd_viz tests benchmarks
