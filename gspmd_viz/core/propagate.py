@@ -149,9 +149,10 @@ class Propagator:
     def _rank(self, axes, t) -> tuple[int, int]:
         return (self._shards(axes), self._size(t.value) if t is not None else 0)
 
-    def _weight(self, merged) -> int:
+    def _weight(self, merged) -> tuple[int, bool]:
+        """Bigger source tensor first; on a tie, a user annotation before an inferred one."""
         axes, src = merged
-        return self._size(src[0]) if axes and src else 0
+        return (self._size(src[0]), src[0] in self.fixed) if axes and src else (0, False)
 
     @staticmethod
     def _size(v: Value) -> int:
@@ -183,7 +184,7 @@ class Propagator:
         cands = self.candidates(rule, self.tensors[eqn_index])
         merged = {f: self.merge(eqn, rule, f, c) for f, c in sorted(cands.items())}
         # Shardy (aggressive): factors whose sharding comes from the bigger tensor claim axes first.
-        order = sorted(merged, key=lambda f: (-self._weight(merged[f]), f))
+        order = sorted(merged, key=lambda f: (*(-w for w in self._weight(merged[f])), f))
         used, out = set(), {}
         for f in order:
             axes, src = merged[f]
