@@ -117,9 +117,9 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
-def _run_all_cells(page) -> None:
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+def _menu(page, menu: str, item: str) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=item).first.click()
 
 
 def _wait_idle(page, timeout_ms: int) -> None:
@@ -141,9 +141,14 @@ def test_lesson01_runs_and_the_editor_redraws_through_the_kernel(lab):
             page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
             _wait_idle(page, 60_000)
             page.keyboard.press("Control+b")  # hide the file browser: more room for the lesson
-            _run_all_cells(page)
-            # The last cell's output proves every cell ran; the editor is a live widget view.
-            expect(page.get_by_text("y-block 63 is empty")).to_be_visible(timeout=90_000)
+            # The committed outputs are cleared first, so each output seen below was computed
+            # by this kernel; the last cell's output then proves every cell ran.
+            last_output = page.locator(".jp-OutputArea-output", has_text="y-block 63 is empty")
+            expect(last_output).to_have_count(1)  # as committed
+            _menu(page, "Edit", "Clear Outputs of All Cells")
+            expect(last_output).to_have_count(0)
+            _menu(page, "Run", "Run All Cells")
+            expect(last_output).to_have_count(1, timeout=90_000)
             editor = page.locator(".gv-sharding-editor")
             expect(editor).to_have_count(1, timeout=30_000)
             errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
