@@ -191,13 +191,10 @@ def _runner(spmd):
 
 def run_spmd(spmd, *args):
     """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
-    check_devices(spmd.mesh)
     if spmd._runner is None:
+        check_devices(spmd.mesh)
         spmd._runner = _runner(spmd)
     run, outs = spmd._runner
-    flat = [jnp.asarray(x) for x in spmd.program.flatten_args(*args)]
-    results = dict(zip((i for i, _ in outs), run(*flat), strict=True))
-    values = [
-        results[i] if i in results else jnp.asarray(o.value) for i, o in enumerate(spmd.outputs)
-    ]
+    results = iter(run(*spmd.program.flatten_args(*args)))
+    values = [next(results) if isinstance(o, str) else jnp.asarray(o.value) for o in spmd.outputs]
     return jax.tree.unflatten(spmd.program.out_tree, values)
