@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from gspmd_viz.core.reshard import permute_pairs
 from gspmd_viz.core.sharding import Sharding
 
 # --- one function per step kind (inside shard_map) -----------------------------------------
@@ -72,8 +73,8 @@ def _all_to_all(step, x, shape):
 
 
 def _collective_permute(step, x, shape):
-    mesh = step.before.mesh
-    return jax.lax.ppermute(x, mesh.axis_names, list(step.perm))
+    pairs = permute_pairs(step.before, step.after, len(shape))
+    return jax.lax.ppermute(x, step.before.mesh.axis_names, pairs)
 
 
 _RUN = {

@@ -13,8 +13,7 @@ Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 """
 
 import functools
-
-import numpy as np
+import math
 
 from gspmd_viz.core import lower, rules
 from gspmd_viz.core.collective import Collective
@@ -46,7 +45,7 @@ class _Equation:
     """One equation's rule, tensors and the cost of a factor split."""
 
     def __init__(self, part, eqn: Equation):
-        self.part, self.eqn, self.mesh = part, eqn, part.mesh
+        self.part, self.eqn, self.mesh, self.sizes = part, eqn, part.mesh, part.sizes
         self.rule = part.rule(eqn)
         indexed = lower.indexed_dims(eqn)
         self.lookup = {f for d in indexed for f in self.rule.operands[0][d]}
@@ -57,7 +56,7 @@ class _Equation:
         return self.rule.factors[f].kind == "reduction" or f in self.lookup
 
     def size(self, axes) -> int:
-        return int(np.prod([self.mesh.axis_size(a) for a in axes], dtype=int))
+        return math.prod(self.sizes[a] for a in axes)
 
     def tensors(self):
         """(global shape, factors) of every operand and result."""
@@ -154,7 +153,11 @@ class _Equation:
         return unique
 
     def choose(self) -> FactorAxes:
-        return min(self.candidates(), key=self.cost)  # ties: propagation's split wins
+        """The cheapest split; ties go to propagation's, and a free one is taken at once."""
+        first = self.sanitize(self.part.prop_factor_axes(self.eqn))
+        if self.cost(first) == 0:
+            return first
+        return min(self.candidates(), key=self.cost)
 
 
 # --- the pass ---------------------------------------------------------------------------------
@@ -163,6 +166,7 @@ class _Equation:
 class Partitioner:
     def __init__(self, prop):
         self.prop, self.mesh, self.program = prop, prop.mesh, prop.program
+        self.sizes = prop.mesh.shape
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []
         self.notes: list[str] = []
@@ -272,7 +276,7 @@ class Partitioner:
 
     def combine(self, v: Value, s: Sharding, how: str, axes, eqn: Equation) -> None:
         dst = self.fresh(v.name)
-        n = int(np.prod([self.mesh.axis_size(a) for a in axes], dtype=int))
+        n = math.prod(self.sizes[a] for a in axes)
         coll = Collective(
             "all-reduce",
             axes,

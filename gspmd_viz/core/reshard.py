@@ -17,10 +17,12 @@ when the shards nest (`_nests`); otherwise the plan gathers the whole dim first.
 import dataclasses
 import heapq
 import itertools
+import math
+from typing import NamedTuple
 
 import numpy as np
 
-from gspmd_viz.core.collective import Collective, format_bytes, total_wire_bytes
+from gspmd_viz.core.collective import Collective, format_bytes, total_wire_bytes, wire_bytes
 from gspmd_viz.core.sharding import Sharding
 
 Spec = tuple[tuple[str, ...], ...]
@@ -36,7 +38,6 @@ class Step:
     before: Sharding
     after: Sharding
     collective: Collective | None = None
-    perm: tuple[tuple[int, int], ...] = ()  # collective-permute: (source, target) device ids
 
     @property
     def wire_bytes(self) -> float:
@@ -52,29 +53,56 @@ def _nests(n: int, outer: int, inner: int) -> bool:
     return outer == 1 or _ceil(n, outer) == inner * _ceil(n, outer * inner)
 
 
+class _Move(NamedTuple):
+    kind: str
+    axes: tuple[str, ...]
+    dims: tuple[int, ...]
+    new: tuple  # the (spec, unreduced) state it leads to
+    operand: tuple[int, ...] | None  # per-device operand shape (None: slice)
+
+
 class _Mover:
-    """Moves from one (spec, unreduced) state to the next, each with its Step and bytes."""
+    """Moves from one (spec, unreduced) state to the next, with their bytes. Plain tuples
+    while searching; Steps (with Shardings and Collectives) only for the chosen path."""
 
     def __init__(self, mesh, shape, dtype, source: str):
         self.mesh, self.shape, self.dtype, self.source = mesh, tuple(shape), dtype, source
+        self.sizes = mesh.shape
 
     def sharding(self, state) -> Sharding:
         return Sharding(self.mesh, state[0], state[1])
 
     def size(self, axes) -> int:
-        return int(np.prod([self.mesh.axis_size(a) for a in axes], dtype=int))
+        return math.prod(self.sizes[a] for a in axes)
+
+    def local(self, spec) -> list[int]:
+        return [_ceil(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
 
     def nests(self, dim: int, prefix, extra) -> bool:
         return _nests(self.shape[dim], self.size(prefix), self.size(extra))
 
-    def step(self, kind, axes, dims, state, new, operand=None, perm=()):
-        before, after = self.sharding(state), self.sharding(new)
+    def cost(self, move: _Move) -> float:
+        if move.operand is None:
+            return 0.0
+        nbytes = self.dtype.itemsize * math.prod(move.operand)
+        group = 2 if move.kind == "collective-permute" else self.size(move.axes)
+        return wire_bytes(move.kind, nbytes, group)
+
+    def step(self, state, move: _Move) -> Step:
         collective = None
-        if kind != "slice":
-            group = 2 if kind == "collective-permute" else self.size(axes)
-            shape = before.shard_shape(self.shape) if operand is None else operand
-            collective = Collective(kind, axes, shape, self.dtype, group, self.source, dims)
-        return new, Step(kind, tuple(axes), tuple(dims), before, after, collective, perm)
+        if move.operand is not None:
+            group = 2 if move.kind == "collective-permute" else self.size(move.axes)
+            collective = Collective(
+                move.kind, move.axes, move.operand, self.dtype, group, self.source, move.dims
+            )
+        before, after = self.sharding(state), self.sharding(move.new)
+        return Step(move.kind, move.axes, move.dims, before, after, collective)
+
+    def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
+        """The operand of a collective that splits `dim` over `axes`: padded to divide."""
+        operand = self.local(spec)
+        operand[dim] = self.size(axes) * self.local(new)[dim]
+        return tuple(operand)
 
     # --- one generator per kind of move ---------------------------------------------------
     def slices(self, state, dst):
@@ -86,7 +114,7 @@ class _Mover:
                 if used & set(axes) or not self.nests(d, spec[d], axes):
                     break
                 new = (_set(spec, d, spec[d] + axes), unreduced)
-                yield self.step("slice", axes, (d,), state, new)
+                yield _Move("slice", axes, (d,), new, None)
 
     def reduce_scatters(self, state, dst):
         spec, unreduced = state
@@ -96,17 +124,19 @@ class _Mover:
                 axes = extra[:k]
                 if not set(axes) <= todo or not self.nests(d, spec[d], axes):
                     break
-                new = (_set(spec, d, spec[d] + axes), unreduced - set(axes))
-                operand = list(self.sharding(state).shard_shape(self.shape))
-                operand[d] = self.size(axes) * self.sharding(new).shard_shape(self.shape)[d]
-                yield self.step("reduce-scatter", axes, (d,), state, new, tuple(operand))
+                new_spec = _set(spec, d, spec[d] + axes)
+                operand = self.padded(spec, new_spec, d, axes)
+                yield _Move(
+                    "reduce-scatter", axes, (d,), (new_spec, unreduced - set(axes)), operand
+                )
 
     def all_reduces(self, state, dst):
         spec, unreduced = state
         todo = [a for a in self.mesh.axis_names if a in unreduced - dst.unreduced]
         for k in range(1, len(todo) + 1):
             for axes in itertools.combinations(todo, k):
-                yield self.step("all-reduce", axes, (), state, (spec, unreduced - set(axes)))
+                new = (spec, unreduced - set(axes))
+                yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
 
     def all_gathers(self, state, dst):
         spec, unreduced = state
@@ -114,9 +144,8 @@ class _Mover:
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
                 if self.nests(d, keep, axes):
-                    yield self.step(
-                        "all-gather", axes, (d,), state, (_set(spec, d, keep), unreduced)
-                    )
+                    new = (_set(spec, d, keep), unreduced)
+                    yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
 
     def all_to_alls(self, state, dst):
         spec, unreduced = state
@@ -129,16 +158,20 @@ class _Mover:
                         continue
                     if not (self.nests(d, keep, axes) and self.nests(e, spec[e], axes)):
                         continue
-                    new = (_set(_set(spec, d, keep), e, spec[e] + axes), unreduced)
-                    operand = list(self.sharding(state).shard_shape(self.shape))
-                    operand[e] = self.size(axes) * self.sharding(new).shard_shape(self.shape)[e]
-                    yield self.step("all-to-all", axes, (e, d), state, new, tuple(operand))
+                    new_spec = _set(_set(spec, d, keep), e, spec[e] + axes)
+                    operand = self.padded(spec, new_spec, e, axes)
+                    yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
 
     def permutes(self, state, dst):
-        src = self.sharding(state)
-        steps = _permute(src, dst, self.shape, self.dtype, self.source)
-        if steps:
-            yield _key(dst, len(self.shape)), steps[0]
+        spec, unreduced = state
+        goal = _key(dst, len(self.shape))
+        if unreduced or dst.unreduced or state == goal:
+            return
+        if [self.size(a) for a in spec] != [self.size(a) for a in goal[0]]:
+            return  # another tiling: not a pure change of device order
+        roles = _roles(spec), _roles(goal[0])
+        axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
+        yield _Move("collective-permute", axes, (), goal, tuple(self.local(spec)))
 
     def moves(self, state, dst):
         for gen in (
@@ -150,6 +183,11 @@ class _Mover:
             self.permutes,
         ):
             yield from gen(state, dst)
+
+
+def _roles(spec) -> dict[str, tuple[int, int]]:
+    """axis -> (tensor dim, position within the dim's axes)."""
+    return {a: (d, i) for d, axes in enumerate(spec) for i, a in enumerate(axes)}
 
 
 def _set(spec, dim, axes):
@@ -179,14 +217,14 @@ def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step]:
     while heap:
         cost, _, state, path = heapq.heappop(heap)
         if state == goal:
-            return list(path)
+            return [mover.step(before, move) for before, move in path]
         if best.get(state, cost) < cost:
             continue
-        for new, step in mover.moves(state, dst):
-            c = (cost[0] + step.wire_bytes, cost[1] + (step.collective is not None), cost[2] + 1)
-            if c < best.get(new, (float("inf"),)):
-                best[new] = c
-                heapq.heappush(heap, (c, next(tie), new, (*path, step)))
+        for move in mover.moves(state, dst):
+            c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
+            if c < best.get(move.new, (float("inf"),)):
+                best[move.new] = c
+                heapq.heappush(heap, (c, next(tie), move.new, (*path, (state, move))))
     raise AssertionError(f"no resharding plan from {src!r} to {dst!r}")  # gathers always work
 
 
@@ -197,24 +235,20 @@ def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
     return tuple(sharding.shard_index(device, d) for d in range(ndim))
 
 
-def _permute(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step] | None:
-    ndim = len(shape)
-    if src.unreduced or dst.unreduced or src.tiles(ndim) != dst.tiles(ndim):
-        return None
+def permute_pairs(src: Sharding, dst: Sharding, ndim: int) -> list[tuple[int, int]]:
+    """(source, target) device pairs: every device gets dst's chunk from one that holds it
+    under src, keeping data in place where it already is. Computed only to run a plan."""
     holders: dict[tuple, list[int]] = {}
     for dev in range(src.mesh.size):
         holders.setdefault(_chunk(src, dev, ndim), []).append(dev)
-    perm = []
-    for dev in range(dst.mesh.size):  # keep data in place where possible
-        pool = holders[_chunk(dst, dev, ndim)]
-        perm.append((dev if dev in pool else pool[0], dev))
-        pool.remove(perm[-1][0])
-    mesh = src.mesh
-    moved = [(mesh.coords(s), mesh.coords(t)) for s, t in perm if s != t]
-    axes = tuple(a for a in mesh.axis_names if any(cs[a] != ct[a] for cs, ct in moved))
-    operand = src.shard_shape(shape)
-    coll = Collective("collective-permute", axes, operand, dtype, 2, source)
-    return [Step("collective-permute", axes, (), src, dst, coll, tuple(perm))]
+    pools = {key: set(devs) for key, devs in holders.items()}
+    pairs = []
+    for dev in range(dst.mesh.size):
+        pool = pools[_chunk(dst, dev, ndim)]
+        source = dev if dev in pool else min(pool)
+        pool.remove(source)
+        pairs.append((source, dev))
+    return pairs
 
 
 # --- public --------------------------------------------------------------------------------
