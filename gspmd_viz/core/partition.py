@@ -288,8 +288,18 @@ class Partitioner:
         self.instructions.append(Combine(v, v.name, dst, how, axes, s, coll))
         self.versions[v] = [(s, dst)]
 
+    def live(self) -> list[Equation]:
+        """Equations some output depends on (dead code would still cost collectives)."""
+        needed = {v for v in self.program.outputs if isinstance(v, Value)}
+        keep = []
+        for eqn in reversed(self.program.equations):
+            if needed & set(eqn.outputs):
+                keep.append(eqn)
+                needed |= set(eqn.value_inputs)
+        return keep[::-1]
+
     def run(self):
-        for eqn in self.program.equations:
+        for eqn in self.live():
             self.equation(eqn)
         outputs = []
         for v in self.program.outputs:
