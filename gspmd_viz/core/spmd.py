@@ -14,6 +14,11 @@ from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.sharding import Sharding, short_dtype
 
 
+def _comment(code: str, comment: str) -> str:
+    """`code   # comment`, comments aligned at column 48 (or one space after long code)."""
+    return f"{code:<47} # {comment}"
+
+
 def _local_type(sharding: Sharding, v) -> str:
     dims = ",".join(str(n) for n in sharding.shard_shape(v.shape))
     pending = f"{{sum over {','.join(sorted(sharding.unreduced))}}}" if sharding.unreduced else ""
@@ -52,7 +57,7 @@ class Compute:
             for v, s in zip(e.inputs, self.operand_shardings, strict=True)
         )
         res = ", ".join(v.type_text(s) for v, s in zip(e.outputs, self.shardings, strict=True))
-        return f"{outs} = {e.primitive} {ins}".ljust(48) + f"# {ops} -> {res}"
+        return _comment(f"{outs} = {e.primitive} {ins}", f"{ops} -> {res}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +92,9 @@ class Reshard:
         )
         ops = ops or "slice"
         v, p = self.value, self.plan
-        head = f"{self.dst}:{_local_type(p.dst, v)} = {ops} {self.src}".ljust(48)
+        head = f"{self.dst}:{_local_type(p.dst, v)} = {ops} {self.src}"
         cost = f"   {format_bytes(p.wire_bytes)}" if p.wire_bytes else "   free"
-        return head + f"# {v.type_text(p.src)} -> {v.type_text(p.dst)}{cost}"
+        return _comment(head, f"{v.type_text(p.src)} -> {v.type_text(p.dst)}{cost}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +119,7 @@ class Combine:
     def text(self) -> str:
         head = f"{self.dst}:{_local_type(self.sharding, self.value)} = "
         head += f"all-reduce-{self.combine}({','.join(self.axes)}) {self.src}"
-        return head.ljust(48) + f"# {format_bytes(self.collective.wire_bytes)}"
+        return _comment(head, format_bytes(self.collective.wire_bytes))
 
 
 @dataclasses.dataclass(frozen=True)
