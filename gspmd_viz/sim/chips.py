@@ -44,22 +44,24 @@ class Chip:
 # ASSUMPTION (all generations): ~1 us per ICI hop. The scaling book's collectives chapter uses
 # "about 1 us" of latency per hop as its rule of thumb; no per-generation figure is published.
 _HOP_S = 1e-6
+_GiB = 2**30
 
 CHIPS: dict[str, Chip] = {
-    # TPU v3. Scaling book table: 32 GB HBM, 9.0e11 B/s HBM, 1.4e14 bf16 FLOP/s,
+    # TPU v3. Scaling book table: 32 GB HBM (Google Cloud: 32 GiB), 9.0e11 B/s HBM, 1.4e14 bf16,
     # ICI 1e11 B/s per link one way (2e11 bidirectional). The Hot Chips 2020 slides (seed 001)
     # quote 420 TFLOP/s per 4-chip board, i.e. ~105 TFLOP/s per chip at an earlier clock.
-    "tpu-v3": Chip("tpu-v3", 1.4e14, 32e9, 9.0e11, 1.0e11, _HOP_S, ici_links=4),
+    "tpu-v3": Chip("tpu-v3", 1.4e14, 32 * _GiB, 9.0e11, 1.0e11, _HOP_S, ici_links=4),
     # TPU v4 (scaling book "v4p"): 32 GB, 1.2e12 B/s, 2.75e14 FLOP/s, ICI 4.5e10 B/s one way
     # per link; 3-D torus, 6 links. Google Cloud TPU v4 docs also list 275 TFLOP/s, 32 GiB.
-    "tpu-v4": Chip("tpu-v4", 2.75e14, 32e9, 1.2e12, 4.5e10, _HOP_S, ici_links=6),
-    # TPU v5e. Scaling book: 16 GB, 8.1e11 B/s, 1.97e14 FLOP/s, ICI 4.5e10 B/s one way per
-    # link; 2-D torus (16x16 pod), 4 links.
-    "tpu-v5e": Chip("tpu-v5e", 1.97e14, 16e9, 8.1e11, 4.5e10, _HOP_S, ici_links=4),
+    "tpu-v4": Chip("tpu-v4", 2.75e14, 32 * _GiB, 1.2e12, 4.5e10, _HOP_S, ici_links=6),
+    # TPU v5e. Scaling book: 16 GB (Cloud: 16 GiB), 8.1e11 B/s, 1.97e14 FLOP/s, ICI 4.5e10 B/s per
+    # link one way; 2-D torus (16x16 pod), 4 links.
+    "tpu-v5e": Chip("tpu-v5e", 1.97e14, 16 * _GiB, 8.1e11, 4.5e10, _HOP_S, ici_links=4),
     # TPU v5p. Scaling book: 96 GB, 2.8e12 B/s, 4.59e14 FLOP/s, ICI 9e10 B/s one way per link
     # (Google Cloud v5p docs: 95 GiB, 2765 GB/s, 459 TFLOP/s, 1200 GB/s bidirectional ICI per
-    # chip over 6 links = 1e11 B/s per link per direction; we keep the scaling book figure).
-    "tpu-v5p": Chip("tpu-v5p", 4.59e14, 96e9, 2.8e12, 9.0e10, _HOP_S, ici_links=6),
+    # chip over 6 links = 1e11 B/s per link per direction; we keep the scaling book's ICI figure
+    # and the Cloud docs' 95 GiB capacity).
+    "tpu-v5p": Chip("tpu-v5p", 4.59e14, 95 * _GiB, 2.8e12, 9.0e10, _HOP_S, ici_links=6),
 }
 
 

@@ -9,6 +9,7 @@ re-simulates a step: frames only read ``tl.steps``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import ipywidgets as widgets
@@ -335,21 +336,12 @@ class TorusWidget(widgets.VBox):
         if self.frames is None or not len(self.frames):
             return
         self.figure = figure(self.frames, min(step, len(self.frames) - 1))
-        self.plot.clear_output(wait=True)
-        if _in_kernel():
-            with self.plot:
-                from IPython.display import display
-
-                display(self.figure)
+        # Put the figure into the Output as widget state in plotly's mimetype: no iopub
+        # routing, so a live kernel, nbconvert and nbval all behave the same.
+        bundle = {"application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()),
+                                                     "config": {}}}  # fmt: skip
+        self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    return get_ipython() is not None and hasattr(get_ipython(), "kernel")
