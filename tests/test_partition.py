@@ -119,3 +119,42 @@ def test_a_primitive_without_a_rule_runs_replicated_and_says_so():
     assert any("'rev'" in note and "replicated" in note for note in spmd.notes)
     assert [c.kind for c in spmd.collectives] == ["all-gather"]
     assert_same(spmd(x), jax.jit(f)(x))
+
+
+def _ms(v, spec):
+    return gv.mesh_split(v, MESH, spec)
+
+
+SPLIT = ("x", "y")
+PRIMITIVES = {
+    "concatenate": lambda x: _ms(jnp.concatenate([_ms(x, SPLIT), x * 2], axis=1), ("x", None)),
+    "pad": lambda x: jnp.pad(_ms(x, SPLIT), ((1, 2), (0, 3))),
+    "strided slice": lambda x: _ms(x, SPLIT)[1:7, 2:10:2],
+    "dynamic_slice": lambda x: jax.lax.dynamic_slice(_ms(x, SPLIT), (2, 1), (4, 12)),
+    "iota on a split dim": lambda x: _ms(x, SPLIT) + jnp.arange(12.0) + jnp.arange(8.0)[:, None],
+    "cumsum": lambda x: jnp.cumsum(_ms(x, SPLIT), axis=1),
+    "argmax": lambda x: jnp.argmax(_ms(x, SPLIT), axis=1),
+    "sort": lambda x: jnp.sort(-_ms(x, SPLIT), axis=0),
+    "softmax": lambda x: jax.nn.softmax(_ms(x, SPLIT), axis=1),
+    "reshape": lambda x: _ms(x, SPLIT).reshape(8, 3, 4).sum(1),
+    "top_k": lambda x: jax.lax.top_k(_ms(x, SPLIT), 3)[0],
+    "conv, split spatial": lambda x: jax.lax.conv_general_dilated(
+        _ms(x.reshape(2, 4, 12, 1), ("x", "y")),
+        jnp.ones((3, 3, 1, 2)),
+        (1, 1),
+        "SAME",
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    ),
+    "max pool": lambda x: jax.lax.reduce_window(
+        _ms(x, SPLIT), -jnp.inf, jax.lax.max, (2, 2), (2, 2), "VALID"
+    ),
+    "uneven mean": lambda x: _ms(x[:7, :10], SPLIT).mean(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRIMITIVES))
+def test_primitives_under_split_dims(name):
+    f = PRIMITIVES[name]
+    x = jnp.arange(8 * 12, dtype=jnp.float32).reshape(8, 12) / 7
+    spmd = gv.partition(gv.propagate(gv.trace(f, x)))
+    assert_same(spmd(x), jax.jit(f)(x))
