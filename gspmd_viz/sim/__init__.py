@@ -3,9 +3,10 @@
 numpy only (``replay`` imports jax lazily to run schedules on CPU devices); never imports viz.
 """
 
-from gspmd_viz.sim.algorithms import ALGORITHMS, Schedule, algorithms, ring_order, schedule
+from gspmd_viz.sim.algorithms import ALGORITHMS, Schedule, algorithms, schedule
 from gspmd_viz.sim.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.cost import closed_form, collective_time, lower_bound
+from gspmd_viz.sim.rings import ring_order
 from gspmd_viz.sim.simulate import Timeline, default_algorithm, simulate
 from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
 

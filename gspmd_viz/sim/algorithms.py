@@ -5,9 +5,8 @@ A chip's buffer is split into ``n_chunks`` equal chunks. A transfer moves chunks
 place) and either adds them to what ``dst`` holds (``reduce``) or overwrites it (copy). All
 transfers of a step read the buffers as they were when the step began.
 
-Rings inside one torus dim follow the dim's links: a wrapped dim is its own ring; a dim without
-wraparound is walked as a folded ring 0, 2, 4, ..., 5, 3, 1 so that every step uses each directed
-link once (edges are two hops long). A "bidirectional" ring sends half the data each way round.
+Rings (see rings.py) run inside one torus dim or once through all chips; a "bidirectional" ring
+sends half the data each way round.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from itertools import zip_longest
 
 import numpy as np
 
+from gspmd_viz.sim.rings import dim_rings, ring_all_gather, ring_order, ring_reduce_scatter
 from gspmd_viz.sim.topology import Topology
 
 KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
@@ -61,86 +61,6 @@ class Schedule:
         )
 
 
-# ----- rings ---------------------------------------------------------------------------------
-def line_order(n: int, wrap: bool) -> np.ndarray:
-    """Ring order of the n chips of one dim: natural with wraparound, folded without."""
-    if wrap or n <= 2:
-        return np.arange(n)
-    odds = np.arange(1, n, 2)[::-1]
-    return np.concatenate([np.arange(0, n, 2), odds])
-
-
-def dim_rings(topo: Topology, d: int, sign: int) -> np.ndarray:
-    """[n_lines, n] chip ids: one ring per line of chips along dim d, in ring order."""
-    n = topo.shape[d]
-    ids = np.arange(topo.n_chips).reshape(topo.shape)
-    lines = np.moveaxis(ids, d, -1).reshape(-1, n)
-    order = line_order(n, topo.wrap[d])
-    return lines[:, order if sign > 0 else order[::-1]]
-
-
-def _snake(shape) -> list[tuple[int, ...]]:
-    """Boustrophedon path over a grid: consecutive entries are neighbours."""
-    path = [(i,) for i in range(shape[-1])]
-    for n in reversed(shape[:-1]):
-        path = [(v, *p) for v in range(n) for p in (path if v % 2 == 0 else path[::-1])]
-    return path
-
-
-def ring_order(topo: Topology) -> np.ndarray:
-    """One ring through every chip. With an even-sized dim it is a cycle of neighbour hops."""
-    active = [d for d in range(topo.ndim) if topo.shape[d] > 1]
-    if not active:
-        return np.zeros(1, np.int64)
-    if len(active) == 1:
-        return dim_rings(topo, active[0], +1)[0]
-    even = [d for d in active if topo.shape[d] % 2 == 0]
-    if not even:  # every dim odd: no neighbour cycle exists on a mesh; close with a long hop
-        coords = _snake([topo.shape[d] for d in active])
-        return _ids(topo, active, coords)
-    outer = even[0]
-    inner = [d for d in active if d != outer]
-    path = _snake([topo.shape[d] for d in inner])
-    cyc = []
-    for r in range(topo.shape[outer]):
-        rest = path[1:] if r % 2 == 0 else path[:0:-1]
-        cyc += [(r, *p) for p in rest]
-    cyc += [(r, *path[0]) for r in reversed(range(topo.shape[outer]))]
-    return _ids(topo, [outer, *inner], cyc)
-
-
-def _ids(topo, dims, coords) -> np.ndarray:
-    full = np.zeros((len(coords), topo.ndim), np.int64)
-    full[:, dims] = np.array(coords, np.int64)
-    return full @ topo.strides
-
-
-# ----- ring reduce-scatter / all-gather over many rings at once --------------------------------
-def _ring_rs(rings, lo, length):
-    """Reduce-scatter `length` chunks starting at lo[chip]; returns steps and each chip's share."""
-    n_lines, n = rings.shape
-    piece = length // n
-    src = rings.ravel()
-    dst = np.roll(rings, -1, axis=1).ravel()
-    p = np.tile(np.arange(n), n_lines)
-    base = lo[src]
-    steps = [(src, dst, base + ((p - k) % n) * piece, piece, True) for k in range(n - 1)]
-    new_lo = lo.copy()
-    new_lo[src] = base + ((p + 1) % n) * piece
-    return steps, new_lo, piece
-
-
-def _ring_ag(rings, lo_line, length):
-    """All-gather inverse of _ring_rs: chip at ring position p starts with piece p+1."""
-    n_lines, n = rings.shape
-    piece = length // n
-    src = rings.ravel()
-    dst = np.roll(rings, -1, axis=1).ravel()
-    p = np.tile(np.arange(n), n_lines)
-    base = lo_line[src]
-    return [(src, dst, base + ((p + 1 - k) % n) * piece, piece, False) for k in range(n - 1)]
-
-
 def _stream(topo, rings_list, lo0, length, kind, phase_ids):
     """One stream: reduce-scatter through rings_list, then all-gather back in reverse order.
 
@@ -149,7 +69,7 @@ def _stream(topo, rings_list, lo0, length, kind, phase_ids):
     lo = np.full(topo.n_chips, lo0, np.int64)
     out, payload, stack = [], {}, []
     for i, rings in enumerate(rings_list):
-        steps, new_lo, piece = _ring_rs(rings, lo, length)
+        steps, new_lo, piece = ring_reduce_scatter(rings, lo, length)
         stack.append((rings, lo, length))
         if kind in ("all-reduce", "reduce-scatter"):
             out += [(phase_ids[0][i], s) for s in steps]
@@ -159,7 +79,7 @@ def _stream(topo, rings_list, lo0, length, kind, phase_ids):
     if kind in ("all-reduce", "all-gather"):
         for i in reversed(range(len(rings_list))):
             rings, lo_line, full = stack[i]
-            out += [(phase_ids[1][i], s) for s in _ring_ag(rings, lo_line, full)]
+            out += [(phase_ids[1][i], s) for s in ring_all_gather(rings, lo_line, full)]
             if phase_ids[1][i] != phase_ids[0][i] or kind == "all-gather":
                 payload[phase_ids[1][i]] = payload.get(phase_ids[1][i], 0) + full
     return out, payload, owned

@@ -50,7 +50,7 @@ def _ring_embedding(topo: Topology) -> tuple[int, int, int]:
         return 1, per_link, hops
     if any(topo.shape[d] % 2 == 0 for d in active):
         return 1, 1, 1  # a cycle of neighbour hops, each cable used once per direction
-    from gspmd_viz.sim.algorithms import ring_order  # all dims odd: measure the embedding
+    from gspmd_viz.sim.rings import ring_order  # all dims odd: measure the embedding
 
     order = ring_order(topo)
     nxt = np.roll(order, -1)
