@@ -21,15 +21,18 @@ from gspmd_viz import examples  # noqa: E402
 from gspmd_viz.core import partition as partition_module  # noqa: E402
 
 
-def median_time(fn, repeats: int = 15, warmup: int = 2) -> float:
+def paired_times(fn_a, fn_b, repeats: int = 41, warmup: int = 3) -> tuple[float, float]:
+    """Median seconds of two functions, run alternately so both see the same machine load."""
     for _ in range(warmup):
-        jax.block_until_ready(fn())
-    times = []
+        jax.block_until_ready(fn_a())
+        jax.block_until_ready(fn_b())
+    times_a, times_b = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times.append(time.perf_counter() - start)
+    return statistics.median(times_a), statistics.median(times_b)
 
 
 def bytes_and_runtime(name: str) -> tuple[float, float, float, float]:
@@ -55,21 +58,25 @@ def bytes_and_runtime(name: str) -> tuple[float, float, float, float]:
             [s.to_named_sharding() for s in prop.outputs],
         ),
     )
-    ours_t = median_time(lambda: spmd(*args))
-    jit_t = median_time(lambda: jitted(*args))
+    ours_t, jit_t = paired_times(lambda: spmd(*args), lambda: jitted(*args))
     return spmd.wire_bytes, xla_bytes, ours_t, jit_t
 
 
-def partition_time(mesh: dict, name: str = "transformer_block", repeats: int = 7) -> float:
-    ex = examples.get(name, mesh=mesh, symbolic=True)
-    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
-    times = []
-    for _ in range(repeats):
-        partition_module._plan.cache_clear()  # measure planning too, not a cache hit
-        start = time.perf_counter()
-        gv.partition(prop)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def partition_times(meshes, name: str = "transformer_block", repeats: int = 9) -> list[float]:
+    """Median partition time per mesh (symbolic), meshes taking turns, planner cache cleared."""
+    props = []
+    for mesh in meshes:
+        ex = examples.get(name, mesh=mesh, symbolic=True)
+        props.append(gv.propagate(gv.trace(ex.fn, *ex.args)))
+    times = [[] for _ in meshes]
+    for r in range(repeats + 1):
+        for prop, ts in zip(props, times, strict=True):
+            partition_module._plan.cache_clear()  # measure planning too, not a cache hit
+            start = time.perf_counter()
+            gv.partition(prop)
+            if r:  # the first round warms up
+                ts.append(time.perf_counter() - start)
+    return [statistics.median(ts) for ts in times]
 
 
 def main() -> None:
@@ -82,7 +89,7 @@ def main() -> None:
             f"{name:<20} {ours_b:>9.0f} {xla_b:>9.0f} {ratio_b:>6.2f}   "
             f"{ours_t * 1e3:>7.2f}ms {jit_t * 1e3:>7.2f}ms {ours_t / jit_t:>6.2f}"
         )
-    small, big = partition_time({"x": 2, "y": 4}), partition_time({"x": 64, "y": 64})
+    small, big = partition_times([{"x": 2, "y": 4}, {"x": 64, "y": 64}])
     print(
         f"partition time, transformer block: 2x4 {small * 1e3:.1f} ms, "
         f"64x64 {big * 1e3:.1f} ms, ratio {big / small:.2f} (goal <= 1.2)"
