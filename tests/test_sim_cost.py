@@ -163,3 +163,19 @@ def test_text_before_pictures():
     assert "busiest link" in repr(tl.steps[0])
     first = tl.steps[0].transfers[0]
     assert first.bytes == tl.chunk_bytes * first.count
+
+
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.integers(1, 9),
+)
+def test_every_kind_matches_closed_form_and_respects_the_bound(shape, wrap, mult):
+    topo = sim.torus(tuple(shape), tuple(wrap[: len(shape)]))
+    for kind, name in _cases(topo):
+        k = sim.schedule(topo, kind, name).n_chunks
+        nbytes = k * mult * 512
+        tl = sim.simulate(topo, kind, nbytes, algorithm=name, chip="tpu-v5p")
+        cf = sim.closed_form(topo, kind, nbytes, algorithm=name, chip="tpu-v5p")
+        assert tl.time_s == pytest.approx(cf, rel=0.01, abs=1e-15), (kind, name)
+        assert tl.lower_bound_s <= tl.time_s * (1 + 1e-12), (kind, name)
