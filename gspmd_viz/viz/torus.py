@@ -22,7 +22,7 @@ from gspmd_viz.sim.execute import expand
 LEVELS = 6  # link load levels: 0 idle, 1..5 up to the busiest link of the whole timeline
 _COLOURS = ["#d9d9d9", "#fde725", "#5ec962", "#21918c", "#3b528b", "#440154"]
 _WIDTHS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]
-OWNERSHIP_LIMIT = 2**23  # chips x chunks up to which frames replay chunk ownership
+OWNERSHIP_LIMIT = 2**20  # chips x chunks up to which frames replay chunk ownership (16x16)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
