@@ -3,6 +3,7 @@
 numpy only (``replay`` imports jax lazily to run schedules on CPU devices); never imports viz.
 """
 
+from gspmd_viz.sim import execute, replay
 from gspmd_viz.sim.algorithms import ALGORITHMS, Schedule, algorithms, schedule
 from gspmd_viz.sim.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.cost import closed_form, collective_time, lower_bound
@@ -22,9 +23,11 @@ __all__ = [
     "chip",
     "closed_form",
     "default_algorithm",
+    "execute",
     "collective_time",
     "lower_bound",
     "preset",
+    "replay",
     "ring_order",
     "schedule",
     "simulate",
