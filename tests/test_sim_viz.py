@@ -51,8 +51,10 @@ def test_widget_controls_and_inline_errors():
     w = torus.TorusWidget()
     assert w.frames is not None and w.message.value == ""
     n_steps = len(w.frames)
-    w.slider.value = n_steps - 1
+    w.slider.value = n_steps  # the slider counts steps from 1, like the titles
     assert f"step {n_steps}/{n_steps}" in w.figure.layout.title.text
+    w.slider.value = 1
+    assert "step 1/" in w.figure.layout.title.text
     w.payload.value = "-3"
     assert "payload" in w.message.value
     w.payload.value = "__import__('os')"  # never evaluated

@@ -263,10 +263,10 @@ class TorusWidget(widgets.VBox):
                                      description="collective")  # fmt: skip
         self.algorithm = widgets.Dropdown(options=sim.algorithms("all-reduce"), value=algorithm,
                                           description="algorithm")  # fmt: skip
-        self.payload = widgets.Text(value=payload, description="payload/chip")
+        self.payload = widgets.Text(value=payload, description="payload", placeholder="1 MiB")
         self.chip = widgets.Dropdown(options=list(sim.CHIPS), value=chip, description="TPU")
-        self.play = widgets.Play(interval=400, min=0, max=0, description="play")
-        self.slider = widgets.IntSlider(min=0, max=0, description="step")
+        self.play = widgets.Play(interval=400, min=1, max=1, description="play")
+        self.slider = widgets.IntSlider(min=1, max=1, description="step")  # 1-based, as titles
         widgets.jslink((self.play, "value"), (self.slider, "value"))
         self.message = widgets.HTML()
         self.summary = widgets.HTML()
@@ -285,7 +285,7 @@ class TorusWidget(widgets.VBox):
         self.kind.observe(lambda _: self._kind_changed(), "value")
         for w in (self.size, self.wrap, self.algorithm, self.payload, self.chip):
             w.observe(lambda _: self.rebuild(), "value")
-        self.slider.observe(lambda ch: self.show(ch["new"]), "value")
+        self.slider.observe(lambda ch: self.show(ch["new"] - 1), "value")
         self.rebuild()
 
     def _fill_preset(self):
@@ -327,9 +327,9 @@ class TorusWidget(widgets.VBox):
             return
         self.message.value = ""
         self.summary.value = f"<pre>{_escape(tl.summary())}</pre>"
-        self.play.value = 0
-        self.play.max = self.slider.max = max(len(tl.steps) - 1, 0)
-        self.slider.value = 0
+        self.play.value = 1
+        self.play.max = self.slider.max = max(len(tl.steps), 1)
+        self.slider.value = 1
         self.show(0)
 
     def show(self, step: int):
