@@ -44,6 +44,9 @@ class Value:
     dtype: np.dtype
     name: str
 
+    def __hash__(self) -> int:  # ids are unique within a program; hashing is on the hot path
+        return self.id
+
     @property
     def ndim(self) -> int:
         return len(self.shape)

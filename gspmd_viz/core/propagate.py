@@ -1,28 +1,32 @@
 """`gv.propagate`: infer every value's sharding from a few annotations, one factor rule at a time.
 
-One generic algorithm over the rule table (rules.py), in GSPMD's spirit:
+One generic algorithm over the rule table (rules.py), with priorities in the spirit of GSPMD's
+aggressiveness levels and Shardy's op priorities (XLA's default propagation):
   priority 0  pass-through ops only (elementwise, reshape, transpose)
-  priority 1  all ops except broadcasts
-  priority 2  + broadcasts backward (result -> operand)
-  priority 3  + broadcasts forward  ("avoid resharding after a broadcast")
+  priority 1  all ops; broadcasts only backward (result -> operand)
+  priority 2  broadcasts forward too ("avoid resharding after a broadcast")
 Each priority repeats a forward sweep (operands -> results, program order) and a backward sweep
-(results -> operands, reverse order) until nothing changes. Annotated values are fixed; other
-values are only ever refined (axes appended to a dim), so the passes reach a fixed point.
-Every change is recorded as a Step; `explain` walks them back to the user's annotations.
-# XLA: ShardingPropagation::Run (aggressiveness 0..3); Shardy: op priorities + basic strategy
+(results -> operands, reverse order) until nothing changes. Per equation, each factor takes the
+most specific axes its tensors agree on, minus axes another factor already holds in a tensor they
+share; when two factors still want one mesh axis, the factor whose sharding comes from the bigger
+tensor keeps it (then a user annotation beats an inferred one). Annotated values are fixed (and
+so is a value whose only use is an annotation); others are only ever refined, so the passes reach
+a fixed point. Every change is a Step; `explain` walks them back to the user's annotations.
+# Shardy: OpPriorityPropagation + aggressive factor propagation; XLA: ShardingPropagation::Run
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.program import Program, Value
+from gspmd_viz.core.program import CONSTRAINT, Program, Value
 from gspmd_viz.core.rules import FactorRule, is_known, rule_for
 from gspmd_viz.core.sharding import Sharding
 
 Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
-PRIORITIES = ("pass-through ops", "all ops", "broadcast backward", "broadcast forward")
+PRIORITIES = ("pass-through ops", "all ops", "broadcast forward")
 
 
 @dataclass(frozen=True)
@@ -68,57 +72,78 @@ def _category(rule: FactorRule, eqn) -> str:
 
 
 def _eligible(category: str, priority: int, direction: str) -> bool:
+    """Which sweeps visit an equation: pass-through ops always; others from priority 1 on,
+    broadcasts only backward until priority 2 ("avoid resharding after a broadcast")."""
     if category == "pass-through":
         return True
-    if category == "other":
-        return priority >= 1
-    return priority >= 3 or (priority == 2 and direction == "backward")
+    if category == "broadcast" and priority == 1:
+        return direction == "backward"
+    return priority >= 1
+
+
+def _propagates(kind: str) -> bool:
+    """need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes."""
+    return kind != "need_replication"
+
+
+def _with_constrained_producers(program: Program, annotations: dict) -> dict:
+    """A constraint also fixes its operand when nothing else uses it and an equation made it
+    (not a program input).  # Shardy: ApplyShardingConstraints"""
+    fixed = dict(annotations)
+    for e in program.equations:
+        out, src = e.outputs[0], e.inputs[0] if e.inputs else None
+        if e.primitive != CONSTRAINT or out not in annotations or not isinstance(src, Value):
+            continue
+        if src in program.producer and len(program.consumers[src]) == 1 and src not in fixed:
+            fixed[src] = annotations[out]
+    return fixed
+
+
+def _prefix_free(axes, taken) -> tuple[str, ...]:
+    """The longest prefix of `axes` that avoids every axis in `taken`."""
+    for n, a in enumerate(axes):
+        if a in taken:
+            return tuple(axes[:n])
+    return tuple(axes)
 
 
 class _Tensor:
     """One operand or result of an equation, as the propagation sees it."""
 
-    __slots__ = ("value", "factors", "is_result")
+    __slots__ = ("value", "factors", "is_result", "size")
 
     def __init__(self, value, factors, is_result):
         self.value, self.factors, self.is_result = value, factors, is_result
+        self.size = math.prod(value.shape)
 
 
 class Propagator:
     def __init__(self, program: Program, mesh: Mesh, annotations: dict):
-        self.program, self.mesh = program, mesh
-        self.size = mesh.shape
-        self.fixed = dict(annotations)
+        self.program, self.mesh, self.size = program, mesh, mesh.shape
+        self.user = dict(annotations)
+        self.fixed = _with_constrained_producers(program, annotations)
         self.spec: dict[Value, Spec] = {v: ((),) * v.ndim for v in program.values}
         for v, s in self.fixed.items():
             self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
-        self.rules = [rule_for(e) for e in program.equations]
-        self.categories = [
-            _category(r, e) for r, e in zip(self.rules, program.equations, strict=True)
-        ]
-        self.tensors = [
-            self._tensors(e, r) for e, r in zip(program.equations, self.rules, strict=True)
-        ]
+        eqns = program.equations
+        self.rules = [rule_for(e) for e in eqns]
+        self.categories = [_category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
+        self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.steps: list[Step] = []
         self.conflicts: list[str] = []
         self.tick = 0
         self.changed_at = {v: 0 for v in program.values}
 
-    def _tensors(self, eqn, rule):
-        ins = [
-            _Tensor(v, t, False)
-            for v, t in zip(eqn.inputs, rule.operands, strict=True)
-            if isinstance(v, Value)
-        ]
-        return ins + [_Tensor(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
+    @staticmethod
+    def _tensors(eqn, rule) -> list[_Tensor]:
+        pairs = [(v, t, False) for v, t in zip(eqn.inputs, rule.operands, strict=True)]
+        pairs += [(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
+        return [_Tensor(*p) for p in pairs if isinstance(p[0], Value)]
+
+    def _shards(self, axes) -> int:
+        return math.prod(self.size[a] for a in axes)
 
     # --- reading factor shardings off tensors ---------------------------------------------
-    def _shards(self, axes) -> int:
-        n = 1
-        for a in axes:
-            n *= self.size[a]
-        return n
-
     def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
         """A dim's axes, handed out to its factors major first (whole factors before minors)."""
         if len(dim_factors) == 1:
@@ -135,66 +160,53 @@ class Propagator:
                 break
         return out
 
-    def candidates(self, rule, tensors):
-        """factor -> [(axes, tensor)] in tensor order: what each tensor says about each factor."""
-        found: dict[int, list] = {}
-        for t in tensors:
-            spec = self.spec[t.value]
-            for d, fs in enumerate(t.factors):
-                if fs:
-                    for f, axes in self.split_dim(spec[d], fs, rule).items():
-                        found.setdefault(f, []).append((axes, t))
-        return found
-
-    def _rank(self, axes, t) -> tuple[int, int]:
-        return (self._shards(axes), self._size(t.value) if t is not None else 0)
-
-    def _weight(self, merged) -> tuple[int, bool]:
-        """Bigger source tensor first; on a tie, a user annotation before an inferred one."""
-        axes, src = merged
-        return (self._size(src[0]), src[0] in self.fixed) if axes and src else (0, False)
-
-    @staticmethod
-    def _size(v: Value) -> int:
-        n = 1
-        for d in v.shape:
-            n *= d
-        return n
+    def holdings(self, rule, t) -> dict[int, tuple[str, ...]]:
+        """factor -> the axes tensor t currently gives it."""
+        spec, held = self.spec[t.value], {}
+        for d, fs in enumerate(t.factors):
+            if fs:
+                held |= self.split_dim(spec[d], fs, rule)
+        return held
 
     def merge(self, eqn, rule, f, cands):
-        """The most specific compatible axes for factor f; conflicts resolve to more shards."""
-        if rule.factors[f].kind == "need_replication":
-            return (), ()
+        """The most specific axes the tensors agree on for factor f; on a conflict, the
+        tensor with more shards (then the bigger one) wins, and the conflict is logged."""
         best, src = (), None
         for axes, t in cands:
             if axes[: len(best)] == best:
                 if len(axes) > len(best):
                     best, src = axes, t
-            elif best[: len(axes)] != axes and self._rank(axes, t) > self._rank(best, src):
+            elif best[: len(axes)] != axes:
+                if (self._shards(axes), t.size) > (self._shards(best), src.size):
+                    best, src = axes, t
                 self.conflicts.append(
-                    f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
-                    f"{t.value.name} wants {axes}, kept over {best}"
+                    f"eqn {eqn.index} {eqn.primitive} factor "
+                    f"{rule.factors[f].name}: {axes} against {best}, kept {best}"
                 )
-                best, src = axes, t
-        return best, (src.value,) if src is not None else ()
+        return best, src
 
-    def factor_axes(self, eqn_index: int) -> dict[int, tuple[tuple[str, ...], tuple]]:
+    def factor_axes(self, i: int) -> dict[int, tuple[tuple[str, ...], tuple]]:
         """factor -> (axes, source values), with every mesh axis used by one factor at most."""
-        eqn, rule = self.program.equations[eqn_index], self.rules[eqn_index]
-        cands = self.candidates(rule, self.tensors[eqn_index])
-        merged = {f: self.merge(eqn, rule, f, c) for f, c in sorted(cands.items())}
-        # Shardy (aggressive): factors whose sharding comes from the bigger tensor claim axes first.
-        order = sorted(merged, key=lambda f: (*(-w for w in self._weight(merged[f])), f))
-        used, out = set(), {}
-        for f in order:
+        eqn, rule = self.program.equations[i], self.rules[i]
+        held = [(t, self.holdings(rule, t)) for t in self.tensors[i]]
+        merged = {}
+        for f, factor in enumerate(rule.factors):
+            cands = [(h[f], t) for t, h in held if f in h]
+            if cands and _propagates(factor.kind):
+                axes, src = self.merge(eqn, rule, f, cands)
+                # minus axes another factor already holds in a tensor that has f too
+                taken = {a for _, h in held if f in h for g, ax in h.items() if g != f for a in ax}
+                merged[f] = (_prefix_free(axes, taken), src)
+
+        def claim(f):  # Shardy: the bigger source tensor first, then a user annotation
             axes, src = merged[f]
-            keep = []
-            for a in axes:
-                if a in used:
-                    break
-                keep.append(a)
-            used.update(keep)
-            out[f] = (tuple(keep), src)
+            return (-src.size, src.value not in self.fixed, f) if axes else (0, True, f)
+
+        used, out = set(), {}
+        for f in sorted(merged, key=claim):
+            axes, src = merged[f]
+            out[f] = (_prefix_free(axes, used), (src.value,) if src is not None else ())
+            used.update(out[f][0])
         return out
 
     # --- writing them back ----------------------------------------------------------------
@@ -212,9 +224,9 @@ class Propagator:
                     factors.append(rule.factors[f].name)
                     sources += [s for s in src if s is not t.value]
                 if self._shards(got) != rule.factors[f].size:
-                    break
-            ok = tuple(axes[: len(cur[d])]) == cur[d] and not (set(axes[len(cur[d]) :]) & used)
-            new.append(tuple(axes) if ok and len(axes) > len(cur[d]) else cur[d])
+                    break  # a minor factor only counts once the major one is whole
+            ok = tuple(axes[: len(cur[d])]) == cur[d]
+            new.append(cur[d] + (_prefix_free(axes[len(cur[d]) :], used) if ok else ()))
             used |= set(new[-1])
         return tuple(new), factors, sources
 
@@ -227,22 +239,13 @@ class Propagator:
                 continue
             new, factors, sources = self.proposal(t, rule, fa)
             if new != self.spec[t.value]:
-                before = self.sharding(t.value)
-                self.spec[t.value] = new
+                v, before = t.value, self.sharding(t.value)
+                self.spec[v] = new
                 self.tick += 1
-                self.changed_at[t.value] = self.tick
+                self.changed_at[v] = self.tick
+                why = (tuple(dict.fromkeys(factors)), tuple(dict.fromkeys(sources)))
                 self.steps.append(
-                    Step(
-                        priority,
-                        i,
-                        eqn.primitive,
-                        direction,
-                        t.value,
-                        before,
-                        self.sharding(t.value),
-                        tuple(dict.fromkeys(factors)),
-                        tuple(dict.fromkeys(sources)),
-                    )
+                    Step(priority, i, eqn.primitive, direction, v, before, self.sharding(v), *why)
                 )
                 changed = True
         return changed
@@ -258,9 +261,8 @@ class Propagator:
             if not _eligible(self.categories[i], priority, direction):
                 continue
             last = max((self.changed_at[t.value] for t in self.tensors[i]), default=0)
-            if (i, direction) in seen and seen[(i, direction)] >= last:
-                continue
-            seen[(i, direction)] = self.tick
+            if seen.get((i, direction), -1) >= last:
+                continue  # nothing this equation touches changed since its last visit
             changed |= self.visit(i, priority, direction)
             seen[(i, direction)] = self.tick
         return changed
@@ -278,7 +280,8 @@ class Propagation:
     def __init__(self, p: Propagator):
         self._p = p
         self.program, self.mesh = p.program, p.mesh
-        self.annotations = p.fixed
+        self.annotations = p.user  # what the user fixed (mesh_split / propagate(annotations=))
+        self.pinned = {v: s for v, s in p.fixed.items() if v not in p.user}
         self.steps: tuple[Step, ...] = tuple(p.steps)
         self.conflicts: tuple[str, ...] = tuple(p.conflicts)
         self.unknown_primitives = tuple(
@@ -307,7 +310,8 @@ class Propagation:
     def factor_axes(self, eqn) -> dict[int, tuple[str, ...]]:
         """factor index -> mesh axes the factor is split by, as settled for this equation."""
         i = eqn if isinstance(eqn, int) else eqn.index
-        return {f: axes for f, (axes, _) in sorted(self._p.factor_axes(i).items())}
+        settled = self._p.factor_axes(i)
+        return {f: settled.get(f, ((),))[0] for f in range(len(self.rule(i).factors))}
 
     def steps_for(self, value) -> tuple[Step, ...]:
         value = self.program.value(value) if isinstance(value, str) else value
@@ -323,6 +327,12 @@ class Propagation:
             if v in self.annotations:
                 lines.append(
                     f"{pad}{v.name}: {v.type_text(self.sharding(v))} annotated by the user"
+                )
+                return
+            if v in self.pinned:
+                lines.append(
+                    f"{pad}{v.name}: {v.type_text(self.sharding(v))} fixed by the annotation "
+                    "on its only use (Shardy applies a constraint to its operand's producer)"
                 )
                 return
             steps = self.steps_for(v)
