@@ -60,6 +60,11 @@ def ratios():
         print(f"   {name:<20}" + "".join(f"{r:>22}" for r in row))
     bound = sim.lower_bound(pod, "all-reduce", sizes[-1])
     print(f"   bandwidth lower bound at {_b(sizes[-1])}: {bound * 1e3:.3f} ms")
+    cube, size = sim.preset("tpu-v4-4x4x4"), 384 * 2**20
+    print(f"\n   3-D: {cube.describe()}, tpu-v4, {size // 2**20} MiB/chip")
+    for name in ("torus-3d", "torus-3d-halves", "torus-3d-thirds"):
+        tl = sim.simulate(cube, "all-reduce", size, algorithm=name, chip="tpu-v4")
+        print(f"   {name:<20}{tl.time_s / tl.lower_bound_s:>8.2f}x ({tl.time_s * 1e3:.3g} ms)")
     a2a = sim.simulate(sim.torus((16, 16)), "all-to-all", 2**24)
     inj = (255 / 256) * 2**24 / (4 * a2a.chip.ici_link_bandwidth_Bps)
     print(f"\n3) all-to-all on 16x16 torus, 16 MiB/chip: {a2a.time_s * 1e3:.3f} ms = "

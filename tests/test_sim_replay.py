@@ -14,6 +14,7 @@ EIGHT = [
     sim.torus((2, 4), wrap=False),
     sim.preset("ring-8"),
     sim.torus((8,), False),
+    sim.torus((2, 2, 2)),
 ]
 
 

@@ -85,7 +85,7 @@ def _stream(topo, rings_list, lo0, length, kind, phase_ids):
     return out, payload, owned
 
 
-def _merge(streams, n_chips):
+def _merge(streams):
     """Run streams side by side: step k of the result holds step k of every stream."""
     steps, pairs = [], {}
     for group in zip_longest(*streams):
@@ -210,12 +210,25 @@ def _build(kind, name, topo):
     if name in ("ring", "bidirectional-ring"):
         k, phases, streams = _ring_like(topo, kind, name == "bidirectional-ring")
     else:
-        nd = 3 if name.startswith("torus-3d") else 2
-        _need_ndim(topo, nd, name)
-        order = tuple(range(nd))
-        orders = [order, order[::-1]] if name.endswith("-halves") else [order]
-        k, phases, streams = _phased(topo, kind, orders)
-    return k, phases, _merge(streams, topo.n_chips)
+        k, phases, streams = _phased(topo, kind, dim_orders(name, topo))
+    return k, phases, _merge(streams)
+
+
+def dim_orders(name: str, topo: Topology) -> list[tuple[int, ...]]:
+    """The dim order of each part of the payload in a phased torus algorithm.
+
+    torus-Nd: one part, dims in order. -halves: two halves in opposite orders. -thirds (3-D):
+    three parts in the cyclic orders (0,1,2), (1,2,0), (2,0,1), so that in every phase each part
+    uses its own dim and all six links of a chip are busy.
+    """
+    nd = 3 if name.startswith("torus-3d") else 2
+    _need_ndim(topo, nd, name)
+    order = tuple(range(nd))
+    if name.endswith("-halves"):
+        return [order, order[::-1]]
+    if name.endswith("-thirds"):
+        return [order[i:] + order[:i] for i in range(nd)]
+    return [order]
 
 
 _DESCRIPTIONS = {
@@ -225,6 +238,7 @@ _DESCRIPTIONS = {
     "torus-2d-halves": "two halves of the payload run torus-2d in opposite dim orders at once",
     "torus-3d": "the phased torus algorithm along dims 0, 1, 2",
     "torus-3d-halves": "two halves in dim orders (0, 1, 2) and (2, 1, 0)",
+    "torus-3d-thirds": "three parts in orders (0, 1, 2), (1, 2, 0), (2, 0, 1): all 6 links busy",
     "naive": "sum everything on chip 0, then send the sum to everyone",
     "direct": "every chip sends each other chip its chunk at once (dimension-ordered routes)",
 }
@@ -236,10 +250,25 @@ ALGORITHMS = {
         "torus-2d-halves",
         "torus-3d",
         "torus-3d-halves",
+        "torus-3d-thirds",
         "naive",
     ],
-    "reduce-scatter": ["ring", "bidirectional-ring", "torus-2d", "torus-2d-halves", "torus-3d"],
-    "all-gather": ["ring", "bidirectional-ring", "torus-2d", "torus-2d-halves", "torus-3d"],
+    "reduce-scatter": [
+        "ring",
+        "bidirectional-ring",
+        "torus-2d",
+        "torus-2d-halves",
+        "torus-3d",
+        "torus-3d-thirds",
+    ],
+    "all-gather": [
+        "ring",
+        "bidirectional-ring",
+        "torus-2d",
+        "torus-2d-halves",
+        "torus-3d",
+        "torus-3d-thirds",
+    ],
     "all-to-all": ["direct"],
 }
 

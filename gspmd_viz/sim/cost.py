@@ -149,7 +149,7 @@ def closed_form(
     chip: str | Chip = "tpu-v3",
 ) -> float:
     """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`."""
-    from gspmd_viz.sim.algorithms import ALGORITHMS, check_kind
+    from gspmd_viz.sim.algorithms import ALGORITHMS, check_kind, dim_orders
     from gspmd_viz.sim.simulate import default_algorithm
 
     check_kind(kind)
@@ -166,12 +166,7 @@ def closed_form(
         return _naive_time(topo, s, beta, alpha)
     if algorithm in ("ring", "bidirectional-ring"):
         return _ring_time(topo, kind, s, algorithm == "bidirectional-ring", beta, alpha)
-    nd = 3 if algorithm.startswith("torus-3d") else 2
-    if topo.ndim != nd:
-        raise ValueError(f"algorithm {algorithm!r} needs a {nd}-D topology, got {topo.shape}")
-    order = tuple(range(nd))
-    orders = [order, order[::-1]] if algorithm.endswith("-halves") else [order]
-    return _phased_time(topo, kind, s, orders, beta, alpha)
+    return _phased_time(topo, kind, s, dim_orders(algorithm, topo), beta, alpha)
 
 
 def _cut_links(topo, d):
