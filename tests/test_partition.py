@@ -158,3 +158,22 @@ def test_primitives_under_split_dims(name):
     x = jnp.arange(8 * 12, dtype=jnp.float32).reshape(8, 12) / 7
     spmd = gv.partition(gv.propagate(gv.trace(f, x)))
     assert_same(spmd(x), jax.jit(f)(x))
+
+
+def test_exact_where_xla_cpu_miscompiles_a_split_conv():
+    """jax 0.10.2 / XLA:CPU gets this wrong (max error ~79 on these inputs) when the image's
+    H is split on x and the kernel's output features on y; ours matches the unsplit conv."""
+    rng = np.random.default_rng(0)
+    img = jnp.asarray(rng.standard_normal((8, 16, 16, 4)), jnp.float32)
+    ker = jnp.asarray(rng.standard_normal((3, 3, 4, 8)), jnp.float32)
+
+    def conv(a, k):
+        return jax.lax.conv_general_dilated(
+            a, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+
+    def f(a, k):
+        return conv(_ms(a, (None, "x", None, None)), _ms(k, (None, None, None, "y")))
+
+    spmd = gv.partition(gv.propagate(gv.trace(f, img, ker)))
+    assert_same(spmd(img, ker), jax.jit(conv)(img, ker))

@@ -106,6 +106,14 @@ def S(*spec, unreduced=()):
         (S(None, None, unreduced="x"), S(None, None), ["all-reduce"], 2 * 1 / 2 * 8 * 16 * 4),
         # same tiling, other devices: one permute moving the whole shard
         (S(("x", "y"), None), S(("y", "x"), None), ["collective-permute"], 1 * 16 * 4),
+        # every new shard lies inside an old one: its holder slices it out and sends it
+        (S("x", None), S("y", None), ["collective-permute"], 2 * 16 * 4),
+        (
+            S(None, "x", unreduced="y"),
+            S(None, "y"),
+            ["all-reduce", "collective-permute"],
+            2 * 3 / 4 * 8 * 8 * 4 + 8 * 4 * 4,
+        ),
     ],
 )
 def test_closed_form_bytes(src, dst, kinds, wire):

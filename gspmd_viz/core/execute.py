@@ -73,8 +73,15 @@ def _all_to_all(step, x, shape):
 
 
 def _collective_permute(step, x, shape):
-    pairs = permute_pairs(step.before, step.after, len(shape))
-    return jax.lax.ppermute(x, step.before.mesh.axis_names, pairs)
+    mesh = step.before.mesh
+    pairs = permute_pairs(step.before, step.after, shape)
+    offsets = np.zeros((mesh.size, len(shape)), np.int32)
+    for source, _, offset in pairs:
+        offsets[source] = offset
+    mine = jnp.asarray(offsets)[jax.lax.axis_index(mesh.axis_names)]
+    # [k_src] -> slice out what my target needs -> [k_dst] -> ppermute -> [k_dst]
+    x = jax.lax.dynamic_slice(x, tuple(mine), step.after.shard_shape(shape))
+    return jax.lax.ppermute(x, mesh.axis_names, [(s, t) for s, t, _ in pairs])
 
 
 _RUN = {

@@ -163,15 +163,19 @@ class _Mover:
                     yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
 
     def permutes(self, state, dst):
+        """Every dst shard lies inside one src shard: the holder slices it out and sends it.
+        (Same tiling in another device order is the special case with nothing to slice.)"""
         spec, unreduced = state
         goal = _key(dst, len(self.shape))
         if unreduced or dst.unreduced or state == goal:
             return
-        if [self.size(a) for a in spec] != [self.size(a) for a in goal[0]]:
-            return  # another tiling: not a pure change of device order
+        for n, have, want in zip(self.shape, spec, goal[0], strict=True):
+            s, t = self.size(have), self.size(want)
+            if t % s or (t != s and n % t):
+                return  # a dst shard would straddle two src shards
         roles = _roles(spec), _roles(goal[0])
         axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
-        yield _Move("collective-permute", axes, (), goal, tuple(self.local(spec)))
+        yield _Move("collective-permute", axes, (), goal, tuple(self.local(goal[0])))
 
     def moves(self, state, dst):
         for gen in (
@@ -235,19 +239,25 @@ def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
     return tuple(sharding.shard_index(device, d) for d in range(ndim))
 
 
-def permute_pairs(src: Sharding, dst: Sharding, ndim: int) -> list[tuple[int, int]]:
-    """(source, target) device pairs: every device gets dst's chunk from one that holds it
-    under src, keeping data in place where it already is. Computed only to run a plan."""
-    holders: dict[tuple, list[int]] = {}
+def permute_pairs(src: Sharding, dst: Sharding, shape) -> list[tuple[int, int, tuple]]:
+    """(source, target, offsets): every device receives its dst shard from one device whose
+    src shard contains it (each device sends exactly once: holders and askers of a src shard
+    are equally many), sliced at `offsets` in the sender's buffer; data stays put where it can.
+    Computed only to run a plan."""
+    ndim = len(shape)
+    ratio = [dst.dim_shards(d) // src.dim_shards(d) for d in range(ndim)]
+    local = dst.shard_shape(shape)
+    pools: dict[tuple, set[int]] = {}
     for dev in range(src.mesh.size):
-        holders.setdefault(_chunk(src, dev, ndim), []).append(dev)
-    pools = {key: set(devs) for key, devs in holders.items()}
+        pools.setdefault(_chunk(src, dev, ndim), set()).add(dev)
     pairs = []
     for dev in range(dst.mesh.size):
-        pool = pools[_chunk(dst, dev, ndim)]
+        want = _chunk(dst, dev, ndim)
+        pool = pools[tuple(i // r for i, r in zip(want, ratio, strict=True))]
         source = dev if dev in pool else min(pool)
         pool.remove(source)
-        pairs.append((source, dev))
+        offsets = tuple((i % r) * k for i, r, k in zip(want, ratio, local, strict=True))
+        pairs.append((source, dev, offsets))
     return pairs
 
 
