@@ -35,6 +35,8 @@ class Frames:
     held_label: str
     peak_bytes: float  # the busiest link's bytes over the whole timeline
     wrap_mask: np.ndarray  # [L] True for wraparound links (drawn dotted)
+    geom_x: np.ndarray  # [L, 6] polyline of each link (NaN separated)
+    geom_y: np.ndarray
 
     def __len__(self):
         return len(self.tl.steps)
@@ -95,36 +97,41 @@ def frames(tl: sim.Timeline) -> Frames:
     src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
     gap = topo.coords[topo.link_dst[links], dim] - topo.coords[src, dim]
     wrap = np.abs(gap) > 1
-    return Frames(tl, positions(topo), links, level, held, label, float(peak), wrap)
+    xy = positions(topo)
+    gx, gy = _geometry(topo, xy, links, wrap)
+    return Frames(tl, xy, links, level, held, label, float(peak), wrap, gx, gy)
 
 
 # ----- drawing -------------------------------------------------------------------------------
-def _is_wrap(topo, link) -> bool:
-    a, b, d, _ = topo.link_info(int(link))
-    return abs(int(topo.coords[b, d]) - int(topo.coords[a, d])) > 1
+def _geometry(topo, xy, links, wrap) -> tuple[np.ndarray, np.ndarray]:
+    """[L, 6] x and y of each link's polyline (NaN = gap), vectorised.
 
-
-def _segments(fr: Frames, link_ids) -> tuple[list, list]:
-    """Polyline coordinates (None-separated) for links; wraparound links become two stubs."""
-    topo, xy = fr.tl.topo, fr.xy
-    xs, ys = [], []
+    A link is drawn beside the straight line between its chips (+ and - directions on opposite
+    sides); a wraparound link becomes two stubs: leaving the grid here, re-entering there. In 3-D
+    the dim-2 links join side-by-side slices, so they bow out of the rows as arcs.
+    """
+    src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
+    p0, p1 = xy[src], xy[topo.link_dst[links]]
+    u = p1 - p0
+    u /= np.maximum(np.hypot(u[:, 0], u[:, 1]), 1e-9)[:, None]
+    arc = (dim == 2) if topo.ndim == 3 else np.zeros(len(links), bool)
+    stub = wrap & ~arc
+    u[stub] *= -1
     off = 0.09 if topo.n_chips <= 256 else 0.12
-    for link in link_ids:
-        a, b, _, _ = topo.link_info(int(link))
-        (x0, y0), (x1, y1) = xy[a], xy[b]
-        ux, uy = (x1 - x0, y1 - y0)
-        norm = max(np.hypot(ux, uy), 1e-9)
-        ux, uy = ux / norm, uy / norm
-        if _is_wrap(topo, link):  # leave the grid on one side, re-enter on the other
-            ux, uy = -ux, -uy
-            px, py = -uy * off, ux * off
-            xs += [x0 + px, x0 + px + 0.45 * ux, None, x1 + px - 0.45 * ux, x1 + px, None]
-            ys += [y0 + py, y0 + py + 0.45 * uy, None, y1 + py - 0.45 * uy, y1 + py, None]
-        else:
-            px, py = -uy * off, ux * off  # + and - direction links sit on opposite sides
-            xs += [x0 + px, x1 + px, None]
-            ys += [y0 + py, y1 + py, None]
-    return xs, ys
+    side = np.stack([-u[:, 1], u[:, 0]], 1)  # + and - direction links on opposite sides
+    a, b = p0 + side * off, p1 + side * off
+    bow = np.where(arc, np.where(wrap, 0.9, 0.35), 0.0)[:, None]
+    mid = (a + b) / 2 + side * bow
+    nan = np.full_like(a, np.nan)
+    straight = np.stack([a, mid, b, nan, nan, nan], 1)
+    stubs = np.stack([a, a + 0.45 * u, nan, b - 0.45 * u, b, nan], 1)
+    pts = np.where(stub[:, None, None], stubs, straight)
+    return pts[..., 0], pts[..., 1]
+
+
+def _lines(fr: Frames, mask: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
+    width = 6 if wrap else 4
+    return fr.geom_x[mask, :width].ravel(), fr.geom_y[mask, :width].ravel()
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:
@@ -142,15 +149,15 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
         hi = b / (LEVELS - 1) * fr.peak_bytes
         name = "idle" if b == 0 else f"up to {_kib(hi)}"
         for is_wrap in (False, True):
-            ids = fr.links[(lv == b) & (wrap == is_wrap)]
-            if is_wrap and not len(ids):
+            mask = (lv == b) & (wrap == is_wrap)
+            if is_wrap and not mask.any():
                 continue
-            xs, ys = _segments(fr, ids)
+            xs, ys = _lines(fr, mask, is_wrap)
             line = {"color": _COLOURS[b], "width": _WIDTHS[b], "dash": "dot" if is_wrap else None}
             fig.add_trace(
                 scatter(
-                    x=xs or [None],
-                    y=ys or [None],
+                    x=xs if len(xs) else [None],
+                    y=ys if len(ys) else [None],
                     mode="lines",
                     hoverinfo="skip",
                     name=name + (" (wraparound)" if is_wrap else ""),
@@ -160,8 +167,8 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
                 )  # fmt: skip
             )
     if rec is not None and len(rec.links):
-        bl = rec.bottleneck_link
-        xs, ys = _segments(fr, [bl])
+        mask = fr.links == rec.bottleneck_link
+        xs, ys = _lines(fr, mask, bool(fr.wrap_mask[mask][0]))
         fig.add_trace(
             scatter(
                 x=xs,
