@@ -5,6 +5,8 @@ a reducing transfer that would count a chip twice raises. That scales to tori fa
 the 8 CPU devices (see test_sim_replay.py for the numeric check).
 """
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -148,3 +150,32 @@ def test_pod_scale_numeric_sum(topo, name):
     x = np.random.default_rng(7).integers(-(2**20), 2**20, (topo.n_chips, sched.n_chunks))
     final = execute.run(sched, x, combine="add")
     assert (final == x.sum(axis=0)[None]).all()
+
+
+@pytest.mark.parametrize(
+    "topo",
+    [
+        sim.torus((4, 8)),
+        sim.torus((1, 4)),
+        sim.torus((3, 1, 4)),
+        sim.torus((4, 4, 2)),
+        sim.torus((4, 4)),
+        sim.torus((3, 3, 3)),
+    ],  # fmt: skip
+    ids=_ids,
+)
+@pytest.mark.parametrize("kind", ["all-reduce", "reduce-scatter", "all-gather"])
+def test_phases_run_in_order_along_the_dims_they_name(topo, kind):
+    for name, sched in _applicable(topo, kind):
+        if not name.startswith("torus"):
+            continue
+        phase_of_step = [s.phase for s in sched.steps]
+        assert phase_of_step == sorted(phase_of_step), name  # contiguous, in time order
+        assert set(phase_of_step) == set(range(len(sched.phases)))
+        for step in sched.steps:
+            moved = topo.coords[step.dst] != topo.coords[step.src]  # [transfers, ndim]
+            dims = {int(d) for d in np.nonzero(moved.any(axis=0))[0]}
+            named = {int(d) for d in re.findall(r"dim (\d)", sched.phases[step.phase].name)}
+            # several parts switch phase together only when all dims are equal
+            if name in ("torus-2d", "torus-3d") or len(set(topo.shape)) == 1:
+                assert dims == named, (name, sched.phases[step.phase].name, dims)

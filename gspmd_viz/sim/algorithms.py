@@ -131,23 +131,23 @@ def _ring_like(topo, kind, bidirectional):
 
 
 def _phased(topo, kind, orders):
-    """The torus algorithm: rings along one dim at a time; `orders` gives each half's dim order.
+    """The torus algorithm: rings along one dim at a time; `orders` gives each part's dim order.
 
     One dim order: the classic phased algorithm (Hot Chips 2020, "phase 0 sums along columns,
-    phase 1 along rows"). Two opposite orders: each half of the payload runs it in its own
-    order, so at any moment both dims' links are busy.
+    phase 1 along rows"). Several orders: each part of the payload runs it in its own order at
+    the same time, so more of every chip's links are busy (see dim_orders).
     """
-    dims_all = [d for d in orders[0] if topo.shape[d] > 1]
-    n_active = len(dims_all)
+    active = [[d for d in order if topo.shape[d] > 1] for order in orders]
+    n_active = len(active[0])
     k = 2 * len(orders) * topo.n_chips
     half = k // len(orders)
     streams, payload = [], {}
-    for h, order in enumerate(orders):
-        dims = [d for d in order if topo.shape[d] > 1]
-        if kind == "all-gather":
-            ids = (list(range(n_active)), list(range(n_active)))
-        else:
-            ids = (list(range(n_active)), [2 * (n_active - 1) - i for i in range(n_active)])
+    # phase ids of (reduce-scatter along dims[i], all-gather along dims[i]), in time order
+    if kind == "all-gather":
+        ids = (list(range(n_active)), [n_active - 1 - i for i in range(n_active)])
+    else:
+        ids = (list(range(n_active)), [2 * (n_active - 1) - i for i in range(n_active)])
+    for h, dims in enumerate(active):
         for j, sign in enumerate((1, -1)):
             rings = [dim_rings(topo, d, sign) for d in dims]
             lo0 = h * half + j * half // 2
@@ -155,12 +155,12 @@ def _phased(topo, kind, orders):
             streams.append(st)
             for p, v in pl.items():
                 payload[p] = payload.get(p, 0) + v
-    phases = [Phase(_phase_name(kind, orders, i, n_active), payload[i]) for i in sorted(payload)]
+    phases = [Phase(_phase_name(kind, active, i, n_active), payload[i]) for i in sorted(payload)]
     return k, phases, streams
 
 
 def _phase_name(kind, orders, i, n):
-    along = " and ".join(f"dim {[d for d in o][_pos(kind, i, n)]}" for o in orders)
+    along = " and ".join(f"dim {dims[_pos(kind, i, n)]}" for dims in orders)
     if kind == "reduce-scatter":
         return f"phase {i}: reduce-scatter along {along}"
     if kind == "all-gather":
