@@ -125,7 +125,8 @@ class Comparison:
 
     def text(self, only_differences: bool = False) -> str:
         rows = self.differ if only_differences else self.rows
-        lines = [f"{'eqn':>4}  {'primitive':<20} {'value':<6} {'ours':<28} {'XLA':<28} status"]
+        header = f"{'eqn':>4}  {'primitive':<20} {'value':<6} {'ours':<28} {'XLA':<28} status"
+        lines = [header] if rows else []
         for r in rows:
             xla = r.value.type_text(r.xla) if r.xla is not None else "-"
             lines.append(
