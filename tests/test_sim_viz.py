@@ -50,6 +50,7 @@ def test_3d_and_1d_topologies_draw():
 def test_widget_controls_and_inline_errors():
     w = torus.TorusWidget()
     assert w.frames is not None and w.message.value == ""
+    assert "phase 1" in w.summary.value and "torus-2d:" in w.summary.value
     n_steps = len(w.frames)
     w.slider.value = n_steps  # the slider counts steps from 1, like the titles
     assert f"step {n_steps}/{n_steps}" in w.figure.layout.title.text

@@ -17,6 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gspmd_viz import sim
+from gspmd_viz.sim.algorithms import describe
 from gspmd_viz.sim.execute import expand
 
 LEVELS = 6  # link load levels: 0 idle, 1..5 up to the busiest link of the whole timeline
@@ -333,7 +334,8 @@ class TorusWidget(widgets.VBox):
             self.message.value = f"<b style='color:#b00'>⚠ {_escape(str(err))}</b>"
             return
         self.message.value = ""
-        self.summary.value = f"<pre>{_escape(tl.summary())}</pre>"
+        about = f"{tl.algorithm}: {describe(tl.algorithm)}\n"
+        self.summary.value = f"<pre>{_escape(about + tl.summary())}</pre>"
         self.play.value = 1
         self.play.max = self.slider.max = max(len(tl.steps), 1)
         self.slider.value = 1
