@@ -177,3 +177,17 @@ def test_exact_where_xla_cpu_miscompiles_a_split_conv():
 
     spmd = gv.partition(gv.propagate(gv.trace(f, img, ker)))
     assert_same(spmd(img, ker), jax.jit(conv)(img, ker))
+
+
+def test_windows_that_tile_a_split_dim_need_no_halo():
+    """2x2 max pooling with stride 2 on rows split 4 ways: every shard pools its own rows."""
+
+    def f(x):
+        x = _ms(x, ("y", None))
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2, 2), (2, 2), "VALID")
+
+    x = jnp.arange(16 * 12, dtype=jnp.float32).reshape(16, 12) % 7
+    spmd = gv.partition(gv.propagate(gv.trace(f, x)))
+    assert spmd.collectives == []
+    assert "f32[2,6] = reduce_window_max" in spmd.per_device_text()
+    assert_same(spmd(x), jax.jit(f)(x))

@@ -7,6 +7,8 @@ branches on names itself):
   OPERAND_SIZES    a param listing operand-0 sizes (whole dims) -> local sizes
   COUNTING_DIM     iota: the dim whose values are global indices -> add the shard offset
   COMBINE          how partial reductions over a split factor combine across devices
+  HALO_FREE        windowed ops whose windows tile a dim exactly (window = stride, no padding
+                   or dilation): split into whole windows, every shard computes alone.
   LOOKUP           gathers: operand dims read at data-dependent indices. Split over devices,
                    each device looks up only the indices it holds (others give 0) and the
                    results are pending sums (# XLA: gather with "index passthrough" masking)
@@ -33,6 +35,45 @@ COMBINE = {
     "reduce_max": "max",
     "reduce_min": "min",
 }
+
+
+def _window_halo_free(dims, windows, strides, pads, dilations) -> dict[int, int]:
+    """{dim: stride} for dims whose windows never overlap or leave a gap."""
+    return {
+        d: s
+        for d, w, s, p, dil in zip(dims, windows, strides, pads, dilations, strict=True)
+        if w == s and tuple(p) == (0, 0) and dil == (1, 1)
+    }
+
+
+def _reduce_window(eqn) -> dict[int, int]:
+    p = eqn.params
+    dil = list(zip(p["base_dilation"], p["window_dilation"], strict=True))
+    n = len(p["window_dimensions"])
+    return _window_halo_free(
+        range(n), p["window_dimensions"], p["window_strides"], p["padding"], dil
+    )
+
+
+def _conv(eqn) -> dict[int, int]:
+    p, dn = eqn.params, eqn.params["dimension_numbers"]
+    windows = [eqn.inputs[1].shape[d] for d in dn.rhs_spec[2:]]
+    dil = list(zip(p["lhs_dilation"], p["rhs_dilation"], strict=True))
+    return _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
+
+
+HALO_FREE = {
+    "reduce_window_max": _reduce_window,
+    "reduce_window_min": _reduce_window,
+    "reduce_window_sum": _reduce_window,
+    "conv_general_dilated": _conv,
+}
+
+
+def halo_free_dims(eqn) -> dict[int, int]:
+    """Operand-0 dims of a windowed op that can be split without a halo: {dim: stride}."""
+    return HALO_FREE[eqn.primitive](eqn) if eqn.primitive in HALO_FREE else {}
+
 
 LOOKUP = {"gather": lambda params: tuple(params["dimension_numbers"].start_index_map)}
 

@@ -50,6 +50,20 @@ class _Equation:
         indexed = lower.indexed_dims(eqn)
         self.lookup = {f for d in indexed for f in self.rule.operands[0][d]}
         self.combine = lower.combine_of(eqn.primitive) or ("sum" if self.lookup else None)
+        self.halo_free = {  # windowed factor -> (input size, stride): splits into whole windows
+            f: (eqn.inputs[0].shape[d], stride)
+            for d, stride in lower.halo_free_dims(eqn).items()
+            for f in self.rule.operands[0][d]
+        }
+
+    def splittable(self, f: int, axes) -> bool:
+        kind = self.rule.factors[f].kind
+        if kind == "pass" or (kind == "reduction" and self.combine) or f in self.lookup:
+            return True
+        if f in self.halo_free:
+            n, stride = self.halo_free[f]
+            return n % (self.size(axes) * stride) == 0
+        return False
 
     def summed(self, f: int) -> bool:
         """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
@@ -84,10 +98,7 @@ class _Equation:
 
     def sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
-        ok = {"pass"} | ({"reduction"} if self.combine else set())
-        fa = {
-            f: tuple(a) for f, a in fa.items() if a and (factors[f].kind in ok or f in self.lookup)
-        }
+        fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
         for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
             before = dict(fa)
             for _, tensor in self.tensors():
