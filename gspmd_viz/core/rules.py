@@ -73,16 +73,6 @@ class FactorRule:
         special = sorted(f"{f.name}: {f.kind}" for f in self.factors if f.kind != "pass")
         return f"({ins}) -> ({outs})" + (f"   {'; '.join(special)}" if special else "")
 
-    def factor_dims(self, f: int):
-        """[(is_result, tensor index, dim, position within the dim)] where factor f occurs."""
-        found = []
-        for is_result, tensors in ((False, self.operands), (True, self.results)):
-            for t, tensor in enumerate(tensors):
-                for d, fs in enumerate(tensor):
-                    if f in fs:
-                        found.append((is_result, t, d, fs.index(f)))
-        return found
-
 
 class _Builder:
     """Creates factors a, b, c, ... while a rule function walks an equation's dims."""
