@@ -178,11 +178,15 @@ class Propagator:
                     best, src = axes, t
             elif best[: len(axes)] != axes:
                 if (self._shards(axes), t.size) > (self._shards(best), src.size):
-                    best, src = axes, t
-                self.conflicts.append(
-                    f"eqn {eqn.index} {eqn.primitive} factor "
-                    f"{rule.factors[f].name}: {axes} against {best}, kept {best}"
+                    best, src, lost = axes, t, best
+                else:
+                    lost = axes
+                note = (
+                    f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
+                    f"{','.join(best)} kept over {','.join(lost)}"
                 )
+                if note not in self.conflicts:
+                    self.conflicts.append(note)
         return best, src
 
     def factor_axes(self, i: int) -> dict[int, tuple[tuple[str, ...], tuple]]:
