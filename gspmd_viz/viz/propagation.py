@@ -74,6 +74,8 @@ class PropagationWidget:
     def __init__(self, name: str = "mlp", mesh=None, xla: bool = False):
         self.example = examples.get(name, mesh)
         self.xla_cache: dict = {}
+        self.frames: dict = {}
+        self.generation = 0  # bumped on every re-propagation (keys the frame cache)
         self.prop = None
         self.repropagate_ms = 0.0
         self._build_controls(xla)
@@ -96,6 +98,7 @@ class PropagationWidget:
             return
         self.repropagate_ms = 1e3 * (time.perf_counter() - start)
         self.example, self.prop = ex, prop
+        self.generation += 1
         self.message.value = (
             f"re-traced and propagated: {len(prop.steps)} steps, {len(prop.conflicts)} conflicts"
         )
@@ -122,7 +125,11 @@ class PropagationWidget:
             self.xla_text.value = f"<pre>{html.escape(table.text(only_differences=True))}</pre>"
         else:
             self.xla_text.value = ""
-        self.graph.value = svg(frame_graph(self.prop, k, marked))
+        key = (self.generation, k, self.overlay.value)
+        if key not in self.frames:  # graphviz takes a while on big programs: keep each frame
+            self.frames = self.frames if len(self.frames) < 512 else {}
+            self.frames[key] = svg(frame_graph(self.prop, k, marked))
+        self.graph.value = self.frames[key]
         self.step.value = f"<pre>{html.escape(step_text(self.prop, k))}</pre>"
         self.explain()
 
