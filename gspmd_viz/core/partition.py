@@ -146,7 +146,10 @@ class _Equation:
             if self.combine in ("max", "min") and red:
                 n, nbytes = self.size(red), local.shard_bytes(v.shape, v.dtype)
                 total += 2 * (n - 1) / n * nbytes
-            total += _plan(local, part.prop.sharding(v), v.shape, v.dtype).wire_bytes
+            if self.combine in ("max", "min"):
+                local = Sharding(self.mesh, local.spec)  # combined right away
+            for target in part.wanted(v):
+                total += _plan(local, target, v.shape, v.dtype).wire_bytes
         return total
 
     def candidates(self) -> list[FactorAxes]:
@@ -185,6 +188,9 @@ class Partitioner:
         self._count: dict[str, int] = {}
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
+        self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
+        self.live_set = set(self.live())
+        self._wanted: dict[Value, list[Sharding]] = {}
 
     def rule(self, eqn: Equation):
         if eqn.primitive in lower.IDENTITY and not rules.is_known(eqn.primitive):
@@ -197,6 +203,18 @@ class Partitioner:
                 self.rule(eqn).results[0], self.prop.sharding(eqn.outputs[0])
             )
         return self.prop.factor_axes(eqn)
+
+    def wanted(self, v: Value) -> list[Sharding]:
+        """The shardings v's consumers will likely ask for: what each live consumer's
+        propagated split needs (and the propagated sharding, for a program output)."""
+        if v not in self._wanted:
+            targets = [self.prop.sharding(v)] if v in self.outputs else []
+            for eqn, pos in self.program.consumers.get(v, ()):
+                if eqn in self.live_set:
+                    q = _Equation(self, eqn)
+                    targets.append(q.operand_sharding(q.sanitize(self.prop_factor_axes(eqn)), pos))
+            self._wanted[v] = list(dict.fromkeys(targets))
+        return self._wanted[v]
 
     def fresh(self, base: str) -> str:
         self._count[base] = self._count.get(base, 0) + 1
