@@ -135,3 +135,28 @@ def test_elementwise_chains_carry_one_annotation_everywhere(ops, spec, where):
     prop = gv.propagate(gv.trace(f, sds(8, 16)))
     want = gv.Sharding(MESH, spec)
     assert all(prop.sharding(v) == want for v in prop.program.values)
+
+
+def test_an_annotation_pins_its_only_producer_and_conflicts_are_logged():
+    def f(a, b):
+        h = jnp.tanh(gv.mesh_split(a, MESH, ("x", None)) @ gv.mesh_split(b, MESH, (None, "x")))
+        return gv.mesh_split(h, MESH, (None, None))  # h's only use: pinned replicated
+
+    prop = gv.propagate(gv.trace(f, sds(8, 16), sds(16, 32)))
+    tanh = next(e for e in prop.program.equations if e.primitive == "tanh")
+    assert prop.sharding(tanh.outputs[0]).is_replicated
+    assert "fixed by the annotation on its only use" in prop.explain(tanh.outputs[0])
+    dot = next(e for e in prop.program.equations if e.primitive == "dot_general")
+    # rows and columns both want x: one factor keeps it (the bigger operand's), never both
+    assert sorted(prop.factor_axes(dot).values()) == [(), (), ("x",)]
+    assert prop.sharding(dot.outputs[0]) == gv.Sharding(MESH, (None, "x"))
+    assert gv.xla.compare(prop).agreement == 1.0
+
+
+def test_a_conflict_within_a_factor_is_resolved_and_logged():
+    def f(a, b):
+        return gv.mesh_split(a, MESH, ("x", None)) + gv.mesh_split(b, MESH, ("y", None))
+
+    prop = gv.propagate(gv.trace(f, sds(8, 16), sds(8, 16)))
+    assert prop.outputs[0] == gv.Sharding(MESH, ())  # like Shardy: no winner within a factor
+    assert prop.conflicts == ("eqn 2 add factor i: x against y, neither propagates",)

@@ -99,6 +99,13 @@ def _with_constrained_producers(program: Program, annotations: dict) -> dict:
     return fixed
 
 
+def _common_prefix(a, b) -> tuple[str, ...]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return tuple(a[:n])
+
+
 def _prefix_free(axes, taken) -> tuple[str, ...]:
     """The longest prefix of `axes` that avoids every axis in `taken`."""
     for n, a in enumerate(axes):
@@ -169,24 +176,21 @@ class Propagator:
         return held
 
     def merge(self, eqn, rule, f, cands):
-        """The most specific axes the tensors agree on for factor f; on a conflict, the
-        tensor with more shards (then the bigger one) wins, and the conflict is logged."""
-        best, src = (), None
+        """The most specific axes all tensors agree on for factor f: `x` and `x, y` agree on
+        `x, y`; `x` against `y` is a conflict, cut back to the common prefix (and logged)."""
+        best, src, expand = (), None, True
         for axes, t in cands:
-            if axes[: len(best)] == best:
-                if len(axes) > len(best):
-                    best, src = axes, t
-            elif best[: len(axes)] != axes:
-                if (self._shards(axes), t.size) > (self._shards(best), src.size):
-                    best, src, lost = axes, t, best
-                else:
-                    lost = axes
+            n = len(_common_prefix(best, axes))
+            if n < min(len(best), len(axes)):
                 note = (
                     f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
-                    f"{','.join(best)} kept over {','.join(lost)}"
+                    f"{','.join(best)} against {','.join(axes)}, neither propagates"
                 )
                 if note not in self.conflicts:
                     self.conflicts.append(note)
+                best, expand = best[:n], False
+            elif len(axes) > len(best) and expand:
+                best, src = axes, t
         return best, src
 
     def factor_axes(self, i: int) -> dict[int, tuple[tuple[str, ...], tuple]]:
