@@ -1,178 +1,26 @@
 """`gv.partition(prop)`: one per-device program, with every collective explicit.
 
 Per equation, from the propagated shardings and the equation's factor rule:
-  1. choose how to split the equation's factors (candidates: what propagation settled, and
-     what each operand or result already holds), by the wire bytes each choice costs;
+  1. choose how to split the equation's factors, by the wire bytes each choice costs
+     (split.py: what propagation settled, or what an operand or result already holds);
   2. reshard every operand to the sharding the local op needs (gv.reshard_plan);
   3. run the primitive on local shapes (lower.py rewrites shape params, masks padding);
   4. a split reduction factor leaves pending sums (resolved where a consumer needs them:
      all-reduce, or reduce-scatter when the consumer wants the dim split) or, for max/min,
-     an all-reduce right away. need_replication / windowed / permutation factors are unsplit.
+     an all-reduce right away. need_replication / permutation factors stay whole, and so do
+     windowed ones unless their windows tile the dim (halo exchange is another lesson).
 Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 
-import functools
 import math
 
 from gspmd_viz.core import lower, rules
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.program import Equation, Literal, Value
-from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
 from gspmd_viz.core.spmd import Combine, Compute, Const, Reshard, SPMDProgram
-
-FactorAxes = dict[int, tuple[str, ...]]
-
-
-@functools.lru_cache(maxsize=4096)
-def _plan(src: Sharding, dst: Sharding, shape, dtype):
-    return reshard_plan(src, dst, shape, dtype)
-
-
-# --- choosing the factor split ---------------------------------------------------------------
-
-
-def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
-    return tuple(a for f in factors for a in fa.get(f, ()))
-
-
-def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
-    return tuple(_dim_axes(fa, fs) for fs in tensor)
-
-
-class _Equation:
-    """One equation's rule, tensors and the cost of a factor split."""
-
-    def __init__(self, part, eqn: Equation):
-        self.part, self.eqn, self.mesh, self.sizes = part, eqn, part.mesh, part.sizes
-        self.rule = part.rule(eqn)
-        indexed = lower.indexed_dims(eqn)
-        self.lookup = {f for d in indexed for f in self.rule.operands[0][d]}
-        self.combine = lower.combine_of(eqn.primitive) or ("sum" if self.lookup else None)
-        self.halo_free = {  # windowed factor -> (input size, stride): splits into whole windows
-            f: (eqn.inputs[0].shape[d], stride)
-            for d, stride in lower.halo_free_dims(eqn).items()
-            for f in self.rule.operands[0][d]
-        }
-
-    def splittable(self, f: int, axes) -> bool:
-        kind = self.rule.factors[f].kind
-        if kind == "pass" or (kind == "reduction" and self.combine) or f in self.lookup:
-            return True
-        if f in self.halo_free:
-            n, stride = self.halo_free[f]
-            return n % (self.size(axes) * stride) == 0
-        return False
-
-    def summed(self, f: int) -> bool:
-        """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
-        return self.rule.factors[f].kind == "reduction" or f in self.lookup
-
-    def size(self, axes) -> int:
-        return math.prod(self.sizes[a] for a in axes)
-
-    def tensors(self):
-        """(global shape, factors) of every operand and result."""
-        e, r = self.eqn, self.rule
-        return [
-            (v.shape, t) for v, t in zip(e.inputs + e.outputs, r.operands + r.results, strict=True)
-        ]
-
-    def from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
-        """The factor split a tensor's sharding implies (compound dims split major first)."""
-        fa: FactorAxes = {}
-        for d, fs in enumerate(tensor):
-            axes = list(sharding.dim_axes(d))
-            for f in fs:
-                taken = []
-                while (
-                    axes
-                    and self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
-                ):
-                    taken.append(axes.pop(0))
-                fa.setdefault(f, tuple(taken))
-                if self.size(taken) != self.rule.factors[f].size:
-                    break
-        return fa
-
-    def sanitize(self, fa: FactorAxes) -> FactorAxes:
-        factors = self.rule.factors
-        fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
-        for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
-            before = dict(fa)
-            for _, tensor in self.tensors():
-                for fs in (fs for fs in tensor if len(fs) > 1):
-                    whole = True
-                    for f in fs:
-                        n = self.size(fa.get(f, ()))
-                        if not whole or factors[f].size % n:
-                            fa.pop(f, None)
-                        whole = whole and n == factors[f].size
-            if fa == before:
-                break
-        used, out = set(), {}
-        for f in sorted(fa):  # every mesh axis splits one factor at most
-            keep = []
-            for a in fa[f]:
-                if a in used:
-                    break
-                keep.append(a)
-            used.update(keep)
-            if keep:
-                out[f] = tuple(keep)
-        return out
-
-    def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
-        red = {a for f, axes in fa.items() if self.summed(f) for a in axes}
-        return tuple(a for a in self.mesh.axis_names if a in red)
-
-    def operand_sharding(self, fa, i: int) -> Sharding:
-        return Sharding(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
-
-    def result_sharding(self, fa, j: int) -> Sharding:
-        pending = self.reduction_axes(fa) if self.combine == "sum" else ()
-        return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
-
-    def cost(self, fa: FactorAxes) -> float:
-        e, part = self.eqn, self.part
-        total = 0.0
-        for i, v in enumerate(e.inputs):
-            if isinstance(v, Value):
-                total += part.fetch_cost(v, self.operand_sharding(fa, i))
-        red = self.reduction_axes(fa)
-        for j, v in enumerate(e.outputs):
-            local = self.result_sharding(fa, j)
-            if self.combine in ("max", "min") and red:
-                n, nbytes = self.size(red), local.shard_bytes(v.shape, v.dtype)
-                total += 2 * (n - 1) / n * nbytes
-            if self.combine in ("max", "min"):
-                local = Sharding(self.mesh, local.spec)  # combined right away
-            for target in part.wanted(v):
-                total += _plan(local, target, v.shape, v.dtype).wire_bytes
-        return total
-
-    def candidates(self) -> list[FactorAxes]:
-        prop, rule = self.part.prop, self.rule
-        found = [self.part.prop_factor_axes(self.eqn)]
-        for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
-            if isinstance(v, Value):
-                found += [self.from_tensor(t, s) for s, _ in self.part.versions[v]]
-        for v, t in zip(self.eqn.outputs, rule.results, strict=True):
-            found.append(self.from_tensor(t, prop.sharding(v)))
-        unique = []
-        for fa in map(self.sanitize, found):
-            if fa not in unique:
-                unique.append(fa)
-        return unique
-
-    def choose(self) -> FactorAxes:
-        """The cheapest split; ties go to propagation's, and a free one is taken at once."""
-        first = self.sanitize(self.part.prop_factor_axes(self.eqn))
-        if self.cost(first) == 0:
-            return first
-        return min(self.candidates(), key=self.cost)
-
 
 # --- the pass ---------------------------------------------------------------------------------
 
@@ -199,7 +47,7 @@ class Partitioner:
 
     def prop_factor_axes(self, eqn: Equation) -> FactorAxes:
         if eqn.primitive in lower.IDENTITY and not rules.is_known(eqn.primitive):
-            return _Equation(self, eqn).from_tensor(
+            return EquationSplit(self, eqn).from_tensor(
                 self.rule(eqn).results[0], self.prop.sharding(eqn.outputs[0])
             )
         return self.prop.factor_axes(eqn)
@@ -211,7 +59,7 @@ class Partitioner:
             targets = [self.prop.sharding(v)] if v in self.outputs else []
             for eqn, pos in self.program.consumers.get(v, ()):
                 if eqn in self.live_set:
-                    q = _Equation(self, eqn)
+                    q = EquationSplit(self, eqn)
                     targets.append(q.operand_sharding(q.sanitize(self.prop_factor_axes(eqn)), pos))
             self._wanted[v] = list(dict.fromkeys(targets))
         return self._wanted[v]
@@ -222,15 +70,15 @@ class Partitioner:
 
     # --- getting a value into the sharding a consumer needs -------------------------------
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        return min(_plan(s, target, v.shape, v.dtype).wire_bytes for s, _ in self.versions[v])
+        return min(cached_plan(s, target, v.shape, v.dtype).wire_bytes for s, _ in self.versions[v])
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
         src, name = min(
-            self.versions[v], key=lambda sv: _plan(sv[0], target, v.shape, v.dtype).wire_bytes
+            self.versions[v], key=lambda sv: cached_plan(sv[0], target, v.shape, v.dtype).wire_bytes
         )
         if src == target:
             return name
-        plan = _plan(src, target, v.shape, v.dtype)
+        plan = cached_plan(src, target, v.shape, v.dtype)
         dst = self.fresh(v.name)
         self.instructions.append(Reshard(v, name, dst, plan, consumer))
         self.versions[v].append((target, dst))
@@ -246,7 +94,7 @@ class Partitioner:
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
-        q = _Equation(self, eqn)
+        q = EquationSplit(self, eqn)
         fa = q.choose()
         if not rules.is_known(eqn.primitive) and eqn.primitive not in lower.IDENTITY:
             self.notes.append(
@@ -293,7 +141,7 @@ class Partitioner:
             for v, s in zip(eqn.outputs, results, strict=True):
                 self.combine(v, s, q.combine, red, eqn)
 
-    def masks(self, q: _Equation, fa: FactorAxes, i: int, target: Sharding):
+    def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
         v, out = q.eqn.inputs[i], []
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)

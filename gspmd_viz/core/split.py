@@ -1,0 +1,167 @@
+"""Choosing how one equation splits its factors over mesh axes, by the bytes each choice costs.
+
+Candidates: the split propagation settled on, and the split each operand (in every sharding it
+is already available in) or result implies. A candidate is sanitized (only factors that may be
+split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
+blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
+to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies and compares costs
+"""
+
+import functools
+import math
+
+from gspmd_viz.core import lower
+from gspmd_viz.core.program import Equation, Value
+from gspmd_viz.core.reshard import reshard_plan
+from gspmd_viz.core.sharding import Sharding
+
+FactorAxes = dict[int, tuple[str, ...]]
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
+    return reshard_plan(src, dst, shape, dtype)
+
+
+# --- choosing the factor split ---------------------------------------------------------------
+
+
+def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
+    return tuple(a for f in factors for a in fa.get(f, ()))
+
+
+def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
+    return tuple(_dim_axes(fa, fs) for fs in tensor)
+
+
+class EquationSplit:
+    """One equation's rule, tensors and the cost of a factor split."""
+
+    def __init__(self, part, eqn: Equation):
+        self.part, self.eqn, self.mesh, self.sizes = part, eqn, part.mesh, part.sizes
+        self.rule = part.rule(eqn)
+        indexed = lower.indexed_dims(eqn)
+        self.lookup = {f for d in indexed for f in self.rule.operands[0][d]}
+        self.combine = lower.combine_of(eqn.primitive) or ("sum" if self.lookup else None)
+        self.halo_free = {  # windowed factor -> (input size, stride): splits into whole windows
+            f: (eqn.inputs[0].shape[d], stride)
+            for d, stride in lower.halo_free_dims(eqn).items()
+            for f in self.rule.operands[0][d]
+        }
+
+    def splittable(self, f: int, axes) -> bool:
+        kind = self.rule.factors[f].kind
+        if kind == "pass" or (kind == "reduction" and self.combine) or f in self.lookup:
+            return True
+        if f in self.halo_free:
+            n, stride = self.halo_free[f]
+            return n % (self.size(axes) * stride) == 0
+        return False
+
+    def summed(self, f: int) -> bool:
+        """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
+        return self.rule.factors[f].kind == "reduction" or f in self.lookup
+
+    def size(self, axes) -> int:
+        return math.prod(self.sizes[a] for a in axes)
+
+    def tensors(self):
+        """(global shape, factors) of every operand and result."""
+        e, r = self.eqn, self.rule
+        return [
+            (v.shape, t) for v, t in zip(e.inputs + e.outputs, r.operands + r.results, strict=True)
+        ]
+
+    def from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
+        """The factor split a tensor's sharding implies (compound dims split major first)."""
+        fa: FactorAxes = {}
+        for d, fs in enumerate(tensor):
+            axes = list(sharding.dim_axes(d))
+            for f in fs:
+                taken = []
+                while (
+                    axes
+                    and self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
+                ):
+                    taken.append(axes.pop(0))
+                fa.setdefault(f, tuple(taken))
+                if self.size(taken) != self.rule.factors[f].size:
+                    break
+        return fa
+
+    def sanitize(self, fa: FactorAxes) -> FactorAxes:
+        factors = self.rule.factors
+        fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
+        for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
+            before = dict(fa)
+            for _, tensor in self.tensors():
+                for fs in (fs for fs in tensor if len(fs) > 1):
+                    whole = True
+                    for f in fs:
+                        n = self.size(fa.get(f, ()))
+                        if not whole or factors[f].size % n:
+                            fa.pop(f, None)
+                        whole = whole and n == factors[f].size
+            if fa == before:
+                break
+        used, out = set(), {}
+        for f in sorted(fa):  # every mesh axis splits one factor at most
+            keep = []
+            for a in fa[f]:
+                if a in used:
+                    break
+                keep.append(a)
+            used.update(keep)
+            if keep:
+                out[f] = tuple(keep)
+        return out
+
+    def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
+        red = {a for f, axes in fa.items() if self.summed(f) for a in axes}
+        return tuple(a for a in self.mesh.axis_names if a in red)
+
+    def operand_sharding(self, fa, i: int) -> Sharding:
+        return Sharding(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
+
+    def result_sharding(self, fa, j: int) -> Sharding:
+        pending = self.reduction_axes(fa) if self.combine == "sum" else ()
+        return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
+
+    def cost(self, fa: FactorAxes) -> float:
+        e, part = self.eqn, self.part
+        total = 0.0
+        for i, v in enumerate(e.inputs):
+            if isinstance(v, Value):
+                total += part.fetch_cost(v, self.operand_sharding(fa, i))
+        red = self.reduction_axes(fa)
+        for j, v in enumerate(e.outputs):
+            local = self.result_sharding(fa, j)
+            if self.combine in ("max", "min") and red:
+                n, nbytes = self.size(red), local.shard_bytes(v.shape, v.dtype)
+                total += 2 * (n - 1) / n * nbytes
+            if self.combine in ("max", "min"):
+                local = Sharding(self.mesh, local.spec)  # combined right away
+            for target in part.wanted(v):
+                total += cached_plan(local, target, v.shape, v.dtype).wire_bytes
+        return total
+
+    def candidates(self) -> list[FactorAxes]:
+        prop, rule = self.part.prop, self.rule
+        found = [self.part.prop_factor_axes(self.eqn)]
+        for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
+            if isinstance(v, Value):
+                found += [self.from_tensor(t, s) for s, _ in self.part.versions[v]]
+        for v, t in zip(self.eqn.outputs, rule.results, strict=True):
+            found.append(self.from_tensor(t, prop.sharding(v)))
+        unique = []
+        for fa in map(self.sanitize, found):
+            if fa not in unique:
+                unique.append(fa)
+        return unique
+
+    def choose(self) -> FactorAxes:
+        """The cheapest split; ties go to propagation's, and a free one is taken at once."""
+        first = self.sanitize(self.part.prop_factor_axes(self.eqn))
+        if self.cost(first) == 0:
+            return first
+        return min(self.candidates(), key=self.cost)
