@@ -232,35 +232,6 @@ def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step]:
     raise AssertionError(f"no resharding plan from {src!r} to {dst!r}")  # gathers always work
 
 
-# --- collective-permute: same tiling, other device order ----------------------------------
-
-
-def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
-    return tuple(sharding.shard_index(device, d) for d in range(ndim))
-
-
-def permute_pairs(src: Sharding, dst: Sharding, shape) -> list[tuple[int, int, tuple]]:
-    """(source, target, offsets): every device receives its dst shard from one device whose
-    src shard contains it (each device sends exactly once: holders and askers of a src shard
-    are equally many), sliced at `offsets` in the sender's buffer; data stays put where it can.
-    Computed only to run a plan."""
-    ndim = len(shape)
-    ratio = [dst.dim_shards(d) // src.dim_shards(d) for d in range(ndim)]
-    local = dst.shard_shape(shape)
-    pools: dict[tuple, set[int]] = {}
-    for dev in range(src.mesh.size):
-        pools.setdefault(_chunk(src, dev, ndim), set()).add(dev)
-    pairs = []
-    for dev in range(dst.mesh.size):
-        want = _chunk(dst, dev, ndim)
-        pool = pools[tuple(i // r for i, r in zip(want, ratio, strict=True))]
-        source = dev if dev in pool else min(pool)
-        pool.remove(source)
-        offsets = tuple((i % r) * k for i, r, k in zip(want, ratio, local, strict=True))
-        pairs.append((source, dev, offsets))
-    return pairs
-
-
 # --- public --------------------------------------------------------------------------------
 
 
