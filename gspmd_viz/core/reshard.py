@@ -6,8 +6,10 @@ A plan is a list of steps over the sharding's spec. Each step is one of (XLA: Re
   reduce-scatter      resolve pending sums and split a dim over the same axes at once
   all-to-all          move axes from one tensor dim to another
   all-gather          un-split the minor axes of a dim
-  collective-permute  same tiling, other device order
-Collectives run on subgroups: only the mesh axes they name.
+  collective-permute  every new shard lies inside an old one: its holder slices it out and
+                      sends it (same tiling, other device order is the case with no slicing)
+Collectives run on subgroups: only the mesh axes they name. The plan is the cheapest path by
+wire bytes (then fewer collectives) found by Dijkstra over the reachable specs.
 
 Uneven dims: every local buffer has the padded `shard_shape`; shard i of a dim split S ways
 starts at i * ceil(N/S). Gathering or slicing only some axes of a dim keeps that layout only
