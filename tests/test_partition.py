@@ -191,3 +191,9 @@ def test_windows_that_tile_a_split_dim_need_no_halo():
     assert spmd.collectives == []
     assert "f32[2,6] = reduce_window_max" in spmd.per_device_text()
     assert_same(spmd(x), jax.jit(f)(x))
+
+
+def test_running_with_other_shapes_says_to_partition_again():
+    spmd = gv.partition(gv.propagate(gv.trace(mlp, *ARGS)))
+    with pytest.raises(ValueError, match=r"argument a has shape \(8, 32\).*f32\[16, 32\]"):
+        spmd(jnp.ones((8, 32)), *ARGS[1:])

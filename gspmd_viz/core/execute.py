@@ -228,6 +228,13 @@ def run_spmd(spmd, *args):
         check_devices(spmd.mesh)
         spmd._runner = _runner(spmd)
     run, outs = spmd._runner
-    results = iter(run(*spmd.program.flatten_args(*args)))
+    flat = spmd.program.flatten_args(*args)
+    for v, x in zip(spmd.program.inputs, flat, strict=True):
+        if tuple(np.shape(x)) != v.shape:
+            raise ValueError(
+                f"argument {v.name} has shape {tuple(np.shape(x))}, but the program was traced "
+                f"and partitioned for {v.type_text()}: partition again for new shapes"
+            )
+    results = iter(run(*flat))
     values = [next(results) if isinstance(o, str) else jnp.asarray(o.value) for o in spmd.outputs]
     return jax.tree.unflatten(spmd.program.out_tree, values)
