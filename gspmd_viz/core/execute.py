@@ -191,6 +191,49 @@ def check_devices(mesh) -> None:
 # --- a whole per-device program ----------------------------------------------------------------
 
 
+def _gather_key(ins):
+    """(axes, local size of the gathered dim, dtype) for a one-step all-gather reshard."""
+    steps = getattr(getattr(ins, "plan", None), "steps", ())
+    if len(steps) != 1 or steps[0].kind != "all-gather":
+        return None
+    step = steps[0]
+    return step.axes, step.collective.shape[step.dims[0]], step.collective.dtype
+
+
+def _combinable(instructions):
+    """Consecutive one-step all-gathers with the same key run as one collective."""
+    groups: list[list] = []
+    for ins in instructions:
+        key = _gather_key(ins)
+        if groups and key is not None and _gather_key(groups[-1][0]) == key:
+            groups[-1].append(ins)
+        else:
+            groups.append([ins])
+    return groups
+
+
+def _combined_gather(group, env):
+    """One all-gather for several buffers (# XLA: AllGatherCombiner): move each gathered dim
+    to the front, flatten the rest, concatenate, gather, split back. Same bytes, one hop."""
+    step0 = group[0].plan.steps[0]
+    flat, shapes = [], []
+    for ins in group:
+        x = jnp.moveaxis(env[ins.src], ins.plan.steps[0].dims[0], 0)
+        shapes.append(x.shape[1:])
+        flat.append(x.reshape(x.shape[0], -1))
+    gathered = jax.lax.all_gather(jnp.concatenate(flat, axis=1), step0.axes, axis=0, tiled=True)
+    start = 0
+    for ins, rest, piece in zip(group, shapes, flat, strict=True):
+        width = piece.shape[1]
+        part = gathered[:, start : start + width].reshape(gathered.shape[0], *rest)
+        start += width
+        step = ins.plan.steps[0]
+        part = jnp.moveaxis(part, 0, step.dims[0])
+        env[ins.dst] = _fit(
+            part, step.dims[0], step.after.shard_shape(ins.plan.shape)[step.dims[0]]
+        )
+
+
 def _runner(spmd):
     """jit(shard_map(body)) over padded global arrays, built once per SPMDProgram."""
     prop, program = spmd.prop, spmd.program
@@ -200,8 +243,11 @@ def _runner(spmd):
 
     def body(*locals_):
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
-        for ins in spmd.instructions:
-            ins.run(env)
+        for group in _combinable(spmd.instructions):
+            if len(group) > 1:
+                _combined_gather(group, env)
+            else:
+                group[0].run(env)
         return tuple(env[name] for _, name in outs)
 
     mapped = jax.shard_map(
