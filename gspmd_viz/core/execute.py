@@ -200,15 +200,27 @@ def _gather_key(ins):
     return step.axes, step.collective.shape[step.dims[0]], step.collective.dtype
 
 
-def _combinable(instructions):
-    """Consecutive one-step all-gathers with the same key run as one collective."""
-    groups: list[list] = []
-    for ins in instructions:
-        key = _gather_key(ins)
-        if groups and key is not None and _gather_key(groups[-1][0]) == key:
-            groups[-1].append(ins)
-        else:
-            groups.append([ins])
+def _defines(ins) -> tuple[str, ...]:
+    return tuple(getattr(ins, "outs", ())) or (getattr(ins, "dst", None) or ins.name,)
+
+
+def _combinable(instructions, inputs):
+    """Groups to run in order. A one-step all-gather takes along every later all-gather with
+    the same key whose source already exists (hoisting a gather is safe: it reads one buffer)."""
+    instructions = list(instructions)
+    defined, done, groups = set(inputs), set(), []
+    for i, ins in enumerate(instructions):
+        if i in done:
+            continue
+        group, key = [ins], _gather_key(ins)
+        if key is not None:
+            for j in range(i + 1, len(instructions)):
+                other = instructions[j]
+                if j not in done and _gather_key(other) == key and other.src in defined:
+                    group.append(other)
+                    done.add(j)
+        groups.append(group)
+        defined.update(name for g in group for name in _defines(g))
     return groups
 
 
@@ -243,7 +255,7 @@ def _runner(spmd):
 
     def body(*locals_):
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
-        for group in _combinable(spmd.instructions):
+        for group in _combinable(spmd.instructions, [v.name for v in program.inputs]):
             if len(group) > 1:
                 _combined_gather(group, env)
             else:
