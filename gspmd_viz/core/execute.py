@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from gspmd_viz.core.lower import IDENTITY
 from gspmd_viz.core.sharding import Sharding
 
 # --- one function per step kind (inside shard_map) -----------------------------------------
@@ -204,10 +205,22 @@ def _defines(ins) -> tuple[str, ...]:
     return tuple(getattr(ins, "outs", ())) or (getattr(ins, "dst", None) or ins.name,)
 
 
+def _aliases(instructions) -> dict[str, str]:
+    """Buffers that are another buffer under a new name (annotations compute nothing)."""
+    alias: dict[str, str] = {}
+    for ins in instructions:
+        if getattr(ins, "eqn", None) is not None and ins.eqn.primitive in IDENTITY:
+            for out, src in zip(ins.outs, ins.ins, strict=False):
+                if isinstance(src, str):
+                    alias[out] = alias.get(src, src)
+    return alias
+
+
 def _combinable(instructions, inputs):
     """Groups to run in order. A one-step all-gather takes along every later all-gather with
-    the same key whose source already exists (hoisting a gather is safe: it reads one buffer)."""
-    instructions = list(instructions)
+    the same key whose source already exists (hoisting a gather is safe: it reads one buffer;
+    an annotation's output counts as its input)."""
+    instructions, alias = list(instructions), _aliases(instructions)
     defined, done, groups = set(inputs), set(), []
     for i, ins in enumerate(instructions):
         if i in done:
@@ -216,21 +229,23 @@ def _combinable(instructions, inputs):
         if key is not None:
             for j in range(i + 1, len(instructions)):
                 other = instructions[j]
-                if j not in done and _gather_key(other) == key and other.src in defined:
+                if j in done or _gather_key(other) != key:
+                    continue
+                if alias.get(other.src, other.src) in defined:
                     group.append(other)
                     done.add(j)
         groups.append(group)
         defined.update(name for g in group for name in _defines(g))
-    return groups
+    return groups, alias
 
 
-def _combined_gather(group, env):
+def _combined_gather(group, env, alias):
     """One all-gather for several buffers (# XLA: AllGatherCombiner): move each gathered dim
     to the front, flatten the rest, concatenate, gather, split back. Same bytes, one hop."""
     step0 = group[0].plan.steps[0]
     flat, shapes = [], []
     for ins in group:
-        x = jnp.moveaxis(env[ins.src], ins.plan.steps[0].dims[0], 0)
+        x = jnp.moveaxis(env[alias.get(ins.src, ins.src)], ins.plan.steps[0].dims[0], 0)
         shapes.append(x.shape[1:])
         flat.append(x.reshape(x.shape[0], -1))
     gathered = jax.lax.all_gather(jnp.concatenate(flat, axis=1), step0.axes, axis=0, tiled=True)
@@ -253,11 +268,13 @@ def _runner(spmd):
     outs = [(i, name) for i, name in enumerate(spmd.outputs) if isinstance(name, str)]
     out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
 
+    groups, alias = _combinable(spmd.instructions, [v.name for v in program.inputs])
+
     def body(*locals_):
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
-        for group in _combinable(spmd.instructions, [v.name for v in program.inputs]):
+        for group in groups:
             if len(group) > 1:
-                _combined_gather(group, env)
+                _combined_gather(group, env, alias)
             else:
                 group[0].run(env)
         return tuple(env[name] for _, name in outs)
