@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from gspmd_viz.core.lower import IDENTITY
 from gspmd_viz.core.sharding import Sharding
 
 # --- one function per step kind (inside shard_map) -----------------------------------------
@@ -47,7 +46,7 @@ def _axis_index(axes):
     return jax.lax.axis_index(tuple(axes)) if axes else 0
 
 
-def _fit(x, dim: int, size: int):
+def fit_dim(x, dim: int, size: int):
     """Pad with zeros or trim `dim` to `size` (right side)."""
     have = x.shape[dim]
     if have > size:
@@ -67,7 +66,7 @@ def _slice(step, x, shape):
     (d,) = step.dims
     size = _local(step, "after", shape)[d]
     n = step.after.dim_shards(d) // step.before.dim_shards(d)
-    x = _fit(x, d, max(x.shape[d], n * size))
+    x = fit_dim(x, d, max(x.shape[d], n * size))
     # [k] -> dynamic_slice(axes) -> [k / n]
     return jax.lax.dynamic_slice_in_dim(x, _axis_index(step.axes) * size, size, axis=d)
 
@@ -76,12 +75,12 @@ def _all_gather(step, x, shape):
     (d,) = step.dims
     # [k] -> all_gather(axes) -> [n k] -> trim to the new shard size
     x = jax.lax.all_gather(x, step.axes, axis=d, tiled=True)
-    return _fit(x, d, _local(step, "after", shape)[d])
+    return fit_dim(x, d, _local(step, "after", shape)[d])
 
 
 def _reduce_scatter(step, x, shape):
     (d,) = step.dims
-    x = _fit(x, d, step.collective.shape[d])
+    x = fit_dim(x, d, step.collective.shape[d])
     # [n k'] -> psum_scatter(axes) -> [k']
     return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True)
 
@@ -92,10 +91,10 @@ def _all_reduce(step, x, shape):
 
 def _all_to_all(step, x, shape):
     split, concat = step.dims
-    x = _fit(x, split, step.collective.shape[split])
+    x = fit_dim(x, split, step.collective.shape[split])
     # [.., k_concat, .., n k_split, ..] -> all_to_all(axes) -> [.., n k_concat, .., k_split, ..]
     x = jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
-    return _fit(x, concat, _local(step, "after", shape)[concat])
+    return fit_dim(x, concat, _local(step, "after", shape)[concat])
 
 
 def _collective_permute(step, x, shape):
@@ -192,75 +191,6 @@ def check_devices(mesh) -> None:
 # --- a whole per-device program ----------------------------------------------------------------
 
 
-def _gather_key(ins):
-    """(axes, local size of the gathered dim, dtype) for a one-step all-gather reshard."""
-    steps = getattr(getattr(ins, "plan", None), "steps", ())
-    if len(steps) != 1 or steps[0].kind != "all-gather":
-        return None
-    step = steps[0]
-    return step.axes, step.collective.shape[step.dims[0]], step.collective.dtype
-
-
-def _defines(ins) -> tuple[str, ...]:
-    return tuple(getattr(ins, "outs", ())) or (getattr(ins, "dst", None) or ins.name,)
-
-
-def _aliases(instructions) -> dict[str, str]:
-    """Buffers that are another buffer under a new name (annotations compute nothing)."""
-    alias: dict[str, str] = {}
-    for ins in instructions:
-        if getattr(ins, "eqn", None) is not None and ins.eqn.primitive in IDENTITY:
-            for out, src in zip(ins.outs, ins.ins, strict=False):
-                if isinstance(src, str):
-                    alias[out] = alias.get(src, src)
-    return alias
-
-
-def _combinable(instructions, inputs):
-    """Groups to run in order. A one-step all-gather takes along every later all-gather with
-    the same key whose source already exists (hoisting a gather is safe: it reads one buffer;
-    an annotation's output counts as its input)."""
-    instructions, alias = list(instructions), _aliases(instructions)
-    defined, done, groups = set(inputs), set(), []
-    for i, ins in enumerate(instructions):
-        if i in done:
-            continue
-        group, key = [ins], _gather_key(ins)
-        if key is not None:
-            for j in range(i + 1, len(instructions)):
-                other = instructions[j]
-                if j in done or _gather_key(other) != key:
-                    continue
-                if alias.get(other.src, other.src) in defined:
-                    group.append(other)
-                    done.add(j)
-        groups.append(group)
-        defined.update(name for g in group for name in _defines(g))
-    return groups, alias
-
-
-def _combined_gather(group, env, alias):
-    """One all-gather for several buffers (# XLA: AllGatherCombiner): move each gathered dim
-    to the front, flatten the rest, concatenate, gather, split back. Same bytes, one hop."""
-    step0 = group[0].plan.steps[0]
-    flat, shapes = [], []
-    for ins in group:
-        x = jnp.moveaxis(env[alias.get(ins.src, ins.src)], ins.plan.steps[0].dims[0], 0)
-        shapes.append(x.shape[1:])
-        flat.append(x.reshape(x.shape[0], -1))
-    gathered = jax.lax.all_gather(jnp.concatenate(flat, axis=1), step0.axes, axis=0, tiled=True)
-    start = 0
-    for ins, rest, piece in zip(group, shapes, flat, strict=True):
-        width = piece.shape[1]
-        part = gathered[:, start : start + width].reshape(gathered.shape[0], *rest)
-        start += width
-        step = ins.plan.steps[0]
-        part = jnp.moveaxis(part, 0, step.dims[0])
-        env[ins.dst] = _fit(
-            part, step.dims[0], step.after.shard_shape(ins.plan.shape)[step.dims[0]]
-        )
-
-
 def _runner(spmd):
     """jit(shard_map(body)) over padded global arrays, built once per SPMDProgram."""
     prop, program = spmd.prop, spmd.program
@@ -268,13 +198,15 @@ def _runner(spmd):
     outs = [(i, name) for i, name in enumerate(spmd.outputs) if isinstance(name, str)]
     out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
 
-    groups, alias = _combinable(spmd.instructions, [v.name for v in program.inputs])
+    from gspmd_viz.core.combine import combinable, combined_gather
+
+    groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs])
 
     def body(*locals_):
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
         for group in groups:
             if len(group) > 1:
-                _combined_gather(group, env, alias)
+                combined_gather(group, env, alias)
             else:
                 group[0].run(env)
         return tuple(env[name] for _, name in outs)
