@@ -242,8 +242,17 @@ _DESCRIPTIONS = {
     "naive": "sum everything on chip 0, then send the sum to everyone",
     "direct": "every chip sends each other chip its chunk at once (dimension-ordered routes)",
 }
+# Reduce-scatter and all-gather are the two halves of an all-reduce and share its algorithms.
+_HALF_OF_ALL_REDUCE = (
+    "ring",
+    "bidirectional-ring",
+    "torus-2d",
+    "torus-2d-halves",
+    "torus-3d",
+    "torus-3d-thirds",
+)
 ALGORITHMS = {
-    "all-reduce": [
+    "all-reduce": (
         "ring",
         "bidirectional-ring",
         "torus-2d",
@@ -252,24 +261,10 @@ ALGORITHMS = {
         "torus-3d-halves",
         "torus-3d-thirds",
         "naive",
-    ],
-    "reduce-scatter": [
-        "ring",
-        "bidirectional-ring",
-        "torus-2d",
-        "torus-2d-halves",
-        "torus-3d",
-        "torus-3d-thirds",
-    ],
-    "all-gather": [
-        "ring",
-        "bidirectional-ring",
-        "torus-2d",
-        "torus-2d-halves",
-        "torus-3d",
-        "torus-3d-thirds",
-    ],
-    "all-to-all": ["direct"],
+    ),
+    "reduce-scatter": _HALF_OF_ALL_REDUCE,
+    "all-gather": _HALF_OF_ALL_REDUCE,
+    "all-to-all": ("direct",),
 }
 
 

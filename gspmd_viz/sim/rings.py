@@ -70,13 +70,17 @@ def _ids(topo, dims, coords) -> np.ndarray:
 
 
 # ----- ring reduce-scatter / all-gather over many rings at once --------------------------------
+def _ring_edges(rings):
+    """(src, dst, ring position of src) of every edge of rings [n_lines, n]: p sends to p + 1."""
+    n_lines, n = rings.shape
+    return rings.ravel(), np.roll(rings, -1, axis=1).ravel(), np.tile(np.arange(n), n_lines)
+
+
 def ring_reduce_scatter(rings, lo, length):
     """Reduce-scatter `length` chunks starting at lo[chip]; returns steps and each chip's share."""
-    n_lines, n = rings.shape
+    n = rings.shape[1]
     piece = length // n
-    src = rings.ravel()
-    dst = np.roll(rings, -1, axis=1).ravel()
-    p = np.tile(np.arange(n), n_lines)
+    src, dst, p = _ring_edges(rings)
     base = lo[src]
     steps = [(src, dst, base + ((p - k) % n) * piece, piece, True) for k in range(n - 1)]
     new_lo = lo.copy()
@@ -85,11 +89,9 @@ def ring_reduce_scatter(rings, lo, length):
 
 
 def ring_all_gather(rings, lo_line, length):
-    """All-gather inverse of _ring_rs: chip at ring position p starts with piece p+1."""
-    n_lines, n = rings.shape
+    """The inverse of ring_reduce_scatter: chip at ring position p starts with piece p+1."""
+    n = rings.shape[1]
     piece = length // n
-    src = rings.ravel()
-    dst = np.roll(rings, -1, axis=1).ravel()
-    p = np.tile(np.arange(n), n_lines)
+    src, dst, p = _ring_edges(rings)
     base = lo_line[src]
     return [(src, dst, base + ((p + 1 - k) % n) * piece, piece, False) for k in range(n - 1)]
