@@ -1,6 +1,6 @@
 """gspmd_viz: watch a GSPMD-style compiler split one program across many devices."""
 
-from gspmd_viz import xla
+from gspmd_viz import sim, xla
 from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.devices import use_cpu_devices
@@ -19,6 +19,7 @@ __all__ = [
     "partition",
     "propagate",
     "reshard_plan",
+    "sim",
     "trace",
     "use_cpu_devices",
     "xla",
