@@ -49,17 +49,19 @@ def test_shape_dtype_structs_need_no_values():
 
 
 @pytest.mark.parametrize(
-    ("fn", "name"),
+    ("fn", "name", "advice"),
     [
-        (lambda x: jax.lax.scan(lambda c, a: (c + a, c), 0.0, x)[0], "scan"),
+        (lambda x: jax.lax.scan(lambda c, a: (c + a, c), 0.0, x)[0], "scan", "unroll the loop"),
         (
             lambda x: jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, x))[1],
             "while",
+            "unroll the loop",
         ),
+        (lambda x: jax.lax.cond(True, jnp.sin, jnp.cos, x), "cond", "jnp.where"),
     ],
 )
-def test_control_flow_is_rejected_by_name(fn, name):
-    with pytest.raises(NotImplementedError, match=repr(name)):
+def test_control_flow_is_rejected_by_name_with_advice(fn, name, advice):
+    with pytest.raises(NotImplementedError, match=f"{name!r}.*{advice}"):
         gv.trace(fn, jnp.ones(4))
 
 

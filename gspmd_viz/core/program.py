@@ -30,8 +30,17 @@ INLINED = {
     "checkpoint": "jaxpr",
     "remat": "jaxpr",
 }
-# Control flow we do not model: its body would need its own propagation.
-REJECTED = ("scan", "while", "cond", "shard_map", "pmap", "xla_pmap")
+# Control flow we do not model (its body would need its own propagation), and what to do.
+_LOOP = "unroll the loop in Python, or keep it outside the traced function"
+_PER_DEVICE = "it is already per-device code: trace the global function instead"
+REJECTED = {
+    "scan": _LOOP,
+    "while": _LOOP,
+    "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
+    "shard_map": _PER_DEVICE,
+    "pmap": _PER_DEVICE,
+    "xla_pmap": _PER_DEVICE,
+}
 CONSTRAINT = "sharding_constraint"
 
 
@@ -263,8 +272,7 @@ class _Builder:
             return
         if name in REJECTED:
             raise NotImplementedError(
-                f"gv.trace does not model control flow: primitive {name!r} "
-                "(unroll the loop in Python, or keep it outside the traced function)"
+                f"gv.trace does not model control flow: primitive {name!r} ({REJECTED[name]})"
             )
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         env.update(zip(eqn.outvars, outs, strict=True))
