@@ -108,6 +108,9 @@ def S(*spec, unreduced=()):
         (S(("x", "y"), None), S(("y", "x"), None), ["collective-permute"], 1 * 16 * 4),
         # every new shard lies inside an old one: its holder slices it out and sends it
         (S("x", None), S("y", None), ["collective-permute"], 2 * 16 * 4),
+        # reorder the dim's axes so the one dst keeps is major, then gather only the minor one:
+        # permute S + all-gather (2-1) * S, where gathering y first would cost (4-1) * S + more
+        (S(None, ("x", "y")), S(None, "y"), ["collective-permute", "all-gather"], 2 * 8 * 2 * 4),
         (
             S(None, "x", unreduced="y"),
             S(None, "y"),

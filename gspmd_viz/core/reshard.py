@@ -165,19 +165,28 @@ class _Mover:
                     yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
 
     def permutes(self, state, dst):
-        """Every dst shard lies inside one src shard: the holder slices it out and sends it.
-        (Same tiling in another device order is the special case with nothing to slice.)"""
+        """Straight to dst when every dst shard lies inside one src shard: the holder slices it
+        out and sends it (same tiling in another device order has nothing to slice). Or, on the
+        way, reorder each dim's axes so those dst keeps there come first: then only the minor
+        axes need gathering (# XLA: reshard by collective-permute before an all-gather)."""
         spec, unreduced = state
-        goal = _key(dst, len(self.shape))
-        if unreduced or dst.unreduced or state == goal:
+        if unreduced or dst.unreduced:
             return
-        for n, have, want in zip(self.shape, spec, goal[0], strict=True):
+        goal = _key(dst, len(self.shape))[0]
+        for target in dict.fromkeys((goal, _dst_major(spec, goal))):
+            if target != spec and self.inside(spec, target):
+                roles = _roles(spec), _roles(target)
+                axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
+                new = (target, unreduced)
+                yield _Move("collective-permute", axes, (), new, tuple(self.local(target)))
+
+    def inside(self, spec, target) -> bool:
+        """Does every shard of `target` lie inside one shard of `spec`?"""
+        for n, have, want in zip(self.shape, spec, target, strict=True):
             s, t = self.size(have), self.size(want)
             if t % s or (t != s and n % t):
-                return  # a dst shard would straddle two src shards
-        roles = _roles(spec), _roles(goal[0])
-        axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
-        yield _Move("collective-permute", axes, (), goal, tuple(self.local(goal[0])))
+                return False  # a target shard would straddle two spec shards
+        return True
 
     def moves(self, state, dst):
         for gen in (
@@ -194,6 +203,19 @@ class _Mover:
 def _roles(spec) -> dict[str, tuple[int, int]]:
     """axis -> (tensor dim, position within the dim's axes)."""
     return {a: (d, i) for d, axes in enumerate(spec) for i, a in enumerate(axes)}
+
+
+def _dst_major(spec, goal):
+    """spec with each dim's axes reordered: the longest prefix of goal's axes there comes first."""
+    out = []
+    for have, want in zip(spec, goal, strict=True):
+        lead = []
+        for a in want:
+            if a not in have:
+                break
+            lead.append(a)
+        out.append(tuple(lead) + tuple(a for a in have if a not in lead))
+    return tuple(out)
 
 
 def _set(spec, dim, axes):
