@@ -83,8 +83,8 @@ def _mesh_groups(axes_text: str, device_ids: str | None, chosen: str) -> list[li
 
 
 def _permute_pairs(line: str) -> list[tuple[int, int]]:
-    m = re.search(r"source_target_pairs=\{(.*?)\}\}?", line)
-    pairs = re.findall(r"\{(\d+),(\d+)\}", m.group(0)) if m else []
+    m = re.search(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}", line)
+    pairs = re.findall(r"\{(\d+),(\d+)\}", m.group(1)) if m else []
     return [(int(a), int(b)) for a, b in pairs]
 
 

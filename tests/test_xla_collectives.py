@@ -59,6 +59,19 @@ def test_parse_line_reads_kind_axes_and_operand_shape():
     )
 
 
+@pytest.mark.parametrize(
+    "pairs, axes",
+    [
+        ("{0,1},{1,0},{4,5},{5,4}", ("y",)),  # devices x*4+y: only y changes
+        ("{0,0},{2,1},{4,2},{6,3},{1,4},{3,5},{5,6},{7,7}", ("x", "y")),  # 4 -> 2 moves x and y
+    ],
+)
+def test_a_permute_names_the_axes_its_pairs_move_along(pairs, axes):
+    line = f"%cp = f32[4,16]{{1,0}} collective-permute(%p), source_target_pairs={{{pairs}}}"
+    (c,) = parse_line(line, MESH)
+    assert (c.kind, c.axes, c.wire_bytes) == ("collective-permute", axes, 4 * 16 * 4)
+
+
 def test_groups_that_match_no_mesh_axes_name_none():
     line = "%ar = f32[8]{0} all-reduce(%p), replica_groups=[4,2]<=[8], to_apply=%add"
     (c,) = parse_line(line, MESH)
