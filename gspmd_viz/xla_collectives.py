@@ -169,40 +169,73 @@ def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
 # --- compiling -------------------------------------------------------------------------------
 
 
-def _named(mesh: Mesh, s):
+def _named(mesh: Mesh, sharding: Sharding | None):
     from jax.sharding import NamedSharding
 
-    if s is None:
+    if sharding is None:
         return None
-    sharding = s if isinstance(s, Sharding) else Sharding(mesh, s)
     return NamedSharding(mesh.to_jax(), sharding.to_partition_spec())
 
 
-def _per_leaf(mesh: Mesh, tree, flat):
-    """One sharding per flat leaf -> the pytree jax.jit wants (None leaves stay unpinned)."""
+def _uneven_pins(mesh: Mesh, tree, flat) -> list[tuple[Sharding | None, bool]]:
+    """(pin, splits its array unevenly?) per flat leaf of `tree` (None: unpinned)."""
     import jax
 
-    leaves, structure = jax.tree.flatten(tree)
+    leaves = jax.tree.leaves(tree)
     if len(flat) != len(leaves):
         raise ValueError(f"got {len(flat)} shardings for {len(leaves)} arrays")
-    named = [_named(mesh, s) for s in flat]
-    return jax.tree.unflatten(structure, named)
+    pins = []
+    for leaf, s in zip(leaves, flat, strict=True):
+        sharding = s if s is None or isinstance(s, Sharding) else Sharding(mesh, s)
+        tiles = sharding.tiles(len(leaf.shape)) if sharding else (1,) * len(leaf.shape)
+        pins.append((sharding, any(n % t for n, t in zip(leaf.shape, tiles, strict=True))))
+    return pins
+
+
+def _inside(tree, pins, pad: bool):
+    """Constrain the leaves whose pins are uneven (and pad them to an even split)."""
+    import jax
+
+    from gspmd_viz.core.execute import pad_global
+
+    leaves, structure = jax.tree.flatten(tree)
+    for i, (sharding, uneven) in enumerate(pins):
+        if uneven:
+            leaves[i] = jax.lax.with_sharding_constraint(leaves[i], _named(sharding.mesh, sharding))
+            leaves[i] = pad_global(leaves[i], sharding) if pad else leaves[i]
+    return jax.tree.unflatten(structure, leaves)
 
 
 def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> str:
-    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings, on `mesh`'s devices."""
+    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings, on `mesh`'s devices.
+
+    jax.jit needs boundary shardings that split their arrays evenly; XLA pads only inside a
+    program. So an uneven input pin arrives replicated and is constrained first (a free local
+    slice, as for us), and an uneven output is constrained, then padded to split evenly (the
+    same per-device buffers; XLA moves nothing for it).
+    """
     import jax
 
     from gspmd_viz.core.execute import check_devices
 
     check_devices(mesh)
-    kwargs = {}
+    kwargs, ins, outs = {}, [], []
     if in_shardings is not None:
-        kwargs["in_shardings"] = _per_leaf(mesh, args, list(in_shardings))
+        ins = _uneven_pins(mesh, args, list(in_shardings))
+        replicated = Sharding(mesh, ())
+        pins = [_named(mesh, replicated if uneven else s) for s, uneven in ins]
+        kwargs["in_shardings"] = jax.tree.unflatten(jax.tree.structure(args), pins)
     if out_shardings is not None:
-        outs = [out_shardings] if isinstance(out_shardings, Sharding) else list(out_shardings)
-        kwargs["out_shardings"] = _per_leaf(mesh, jax.eval_shape(f, *args), outs)
-    return jax.jit(f, **kwargs).lower(*args).compile().as_text()
+        flat = [out_shardings] if isinstance(out_shardings, Sharding) else list(out_shardings)
+        shapes = jax.eval_shape(f, *args)
+        outs = _uneven_pins(mesh, shapes, flat)
+        pins = [_named(mesh, s) for s, _ in outs]
+        kwargs["out_shardings"] = jax.tree.unflatten(jax.tree.structure(shapes), pins)
+
+    def pinned(*a):
+        return _inside(f(*_inside(a, ins, pad=False)), outs, pad=True)
+
+    return jax.jit(pinned, **kwargs).lower(*args).compile().as_text()
 
 
 def collectives(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> list[Collective]:

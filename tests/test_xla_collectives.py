@@ -113,3 +113,23 @@ def test_annotations_inside_f_count():
     cs = collectives(f, A, B, mesh=MESH)
     assert [c.kind for c in cs] == ["all-gather"] and cs[0].axes == ("x",)
     assert np.dtype(cs[0].dtype) == np.float32
+
+
+def test_uneven_boundary_pins_are_compared_not_refused():
+    """jax.jit refuses boundary shardings that split an array unevenly (XLA pads only inside a
+    program), so the oracle pins those inside: f32[6] over 8 devices."""
+    mesh8 = gv.Mesh({"x": 8})
+
+    def double(a):
+        return a * 2
+
+    # replicated in, split out: each device keeps its own slice, nothing moves
+    assert (
+        collectives(double, jnp.ones(6), mesh=mesh8, in_shardings=[None], out_shardings=[("x",)])
+        == []
+    )
+    # split in, replicated out: one all-gather of the padded 1-element shards
+    (c,) = collectives(
+        double, jnp.ones(6), mesh=mesh8, in_shardings=[("x",)], out_shardings=[(None,)]
+    )
+    assert (c.kind, c.axes, c.shape, c.group_size) == ("all-gather", ("x",), (1,), 8)
