@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import gspmd_viz as gv
 
 MESHES = [{"x": 8}, {"x": 2, "y": 4}, {"x": 4, "y": 2}, {"x": 2, "y": 2, "z": 2}, {"x": 3, "y": 2}]
+MESHES += [{"x": 4, "y": 1, "z": 2}]  # a size-1 axis splits nothing and sums nothing
 
 
 @st.composite

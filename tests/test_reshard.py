@@ -11,6 +11,7 @@ from gspmd_viz.core.execute import apply_plan, device_buffers, pad_global, pendi
 from gspmd_viz.core.reshard import reshard_plan
 
 MESHES = [{"x": 8}, {"x": 2, "y": 4}, {"x": 4, "y": 2}, {"x": 2, "y": 2, "z": 2}, {"x": 3, "y": 2}]
+MESHES += [{"x": 4, "y": 1, "z": 2}]  # a size-1 axis splits nothing and sums nothing
 GARBAGE = -(10**6)  # what padding holds on the way in: a plan must never let it leak
 
 
@@ -125,6 +126,15 @@ def test_closed_form_bytes(src, dst, kinds, wire):
     assert plan.wire_bytes == pytest.approx(wire)
     x = np.arange(8 * 16, dtype=np.int32).reshape(8, 16)
     run(src, dst, x, np.random.default_rng(1))
+
+
+def test_size_one_axes_move_nothing():
+    mesh = gv.Mesh({"x": 8, "one": 1})
+    src = gv.Sharding(mesh, (None, ("one", "x")))
+    for dst in (gv.Sharding(mesh, (None, "x")), gv.Sharding(mesh, (None, ("x", "one")))):
+        assert reshard_plan(src, dst, (8, 16)).steps == []
+    pending = gv.Sharding(mesh, (None, "x"), unreduced={"one"})  # a sum over one device is done
+    assert reshard_plan(pending, gv.Sharding(mesh, (None, "x")), (8, 16)).steps == []
 
 
 def test_subgroups_name_only_the_axes_involved():

@@ -230,15 +230,19 @@ def _growth(spec, dst: Sharding):
             yield d, want[len(cur) :]
 
 
-def _key(sharding: Sharding, ndim: int | None = None):
-    ndim = len(sharding.spec) if ndim is None else ndim
-    return (tuple(sharding.dim_axes(d) for d in range(ndim)), frozenset(sharding.unreduced))
+def _key(sharding: Sharding, ndim: int):
+    """(spec, unreduced) without size-1 mesh axes: they split nothing and sum nothing, so
+    shardings that differ only there hold the same data on every device."""
+    size = sharding.mesh.shape
+    spec = tuple(tuple(a for a in sharding.dim_axes(d) if size[a] > 1) for d in range(ndim))
+    return spec, frozenset(a for a in sharding.unreduced if size[a] > 1)
 
 
 def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
     mover = _Mover(src.mesh, shape, dtype, source)
     start, goal = _key(src, len(shape)), _key(dst, len(shape))
+    dst = mover.sharding(goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
     tie = itertools.count(1)
@@ -310,7 +314,7 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     shape = tuple(int(n) for n in shape)
     _check(src, dst, shape)
     dtype = np.dtype(dtype)
-    if src == dst:
+    if _key(src, len(shape)) == _key(dst, len(shape)):
         return ReshardPlan(src, dst, shape, dtype, [])
     return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))
 
