@@ -11,6 +11,7 @@ replica_groups come in three syntaxes:
 Remember XLA:CPU turns reduce-scatter into all-reduce + dynamic-slice: compare by bytes.
 """
 
+import functools
 import re
 
 import numpy as np
@@ -232,6 +233,7 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
         pins = [_named(mesh, s) for s, _ in outs]
         kwargs["out_shardings"] = jax.tree.unflatten(jax.tree.structure(shapes), pins)
 
+    @functools.wraps(f)  # XLA's op_names keep naming the user's function
     def pinned(*a):
         return _inside(f(*_inside(a, ins, pad=False)), outs, pad=True)
 

@@ -113,6 +113,7 @@ def test_annotations_inside_f_count():
     cs = collectives(f, A, B, mesh=MESH)
     assert [c.kind for c in cs] == ["all-gather"] and cs[0].axes == ("x",)
     assert np.dtype(cs[0].dtype) == np.float32
+    assert cs[0].source.startswith("jit(f)/")  # XLA's op_name names the user's function
 
 
 def test_uneven_boundary_pins_are_compared_not_refused():
