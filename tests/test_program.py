@@ -95,3 +95,15 @@ def test_evaluate_rebinds_every_equation():
     x, w = jnp.arange(128.0).reshape(8, 16), jnp.ones((16, 4))
     prog = gv.trace(mlp, x, w)
     np.testing.assert_allclose(prog(x, w), jax.jit(mlp)(x, w), rtol=1e-6)
+
+
+def test_unpartitioned_drops_the_annotations_and_runs_on_one_device():
+    def f(x):
+        return gv.mesh_split(x, MESH, ("x", None)) * 2
+
+    x = jnp.arange(32.0).reshape(8, 4)
+    prog = gv.trace(f, x)
+    out = prog.unpartitioned(x)
+    assert out.sharding.device_set == {jax.devices()[0]}
+    np.testing.assert_array_equal(out, x * 2)
+    assert len(jax.jit(f)(x).sharding.device_set) == MESH.size  # annotated: on the mesh

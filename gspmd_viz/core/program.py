@@ -155,13 +155,16 @@ class Program:
             )
         return leaves
 
-    def evaluate(self, *flat_args, scope: bool = False) -> list:
-        """Run the equations one by one (under `named_scope(f"eqn{i}")` when scope=True)."""
+    def evaluate(self, *flat_args, scope: bool = False, annotated: bool = True) -> list:
+        """Run the equations one by one (under `named_scope(f"eqn{i}")` when scope=True;
+        with annotated=False every annotation passes its operand through unconstrained)."""
         env: dict[Value, Any] = dict(zip(self.inputs, flat_args, strict=True))
         read = lambda v: v.value if isinstance(v, Literal) else env[v]  # noqa: E731
         for e in self.equations:
             args = [read(v) for v in e.inputs]
-            if scope:
+            if not annotated and e.primitive == CONSTRAINT:
+                outs = args
+            elif scope:
                 with jax.named_scope(f"eqn{e.index}"):
                     outs = e.bind(*args)
             else:
@@ -172,6 +175,14 @@ class Program:
     def __call__(self, *args):
         flat = self.evaluate(*self.flatten_args(*args))
         return jax.tree.unflatten(self.out_tree, flat)
+
+    def unpartitioned(self, *args):
+        """f(*args) with every annotation dropped, on one device: what a partitioned run must
+        equal (jax.jit of the annotated f is XLA's partitioner, which can be wrong too)."""
+        one = jax.devices()[0]
+        flat = [jax.device_put(x, one) for x in self.flatten_args(*args)]
+        run = jax.jit(lambda *a: self.evaluate(*a, annotated=False))
+        return jax.tree.unflatten(self.out_tree, run(*flat))
 
     # --- text -------------------------------------------------------------------------
     def pretty(self, prop=None) -> str:
