@@ -209,3 +209,16 @@ def test_running_with_other_shapes_says_to_partition_again():
     spmd = gv.partition(gv.propagate(gv.trace(mlp, *ARGS)))
     with pytest.raises(ValueError, match=r"argument a has shape \(8, 32\).*f32\[16, 32\]"):
         spmd(jnp.ones((8, 32)), *ARGS[1:])
+
+
+def test_a_reduction_split_over_a_size_one_axis_leaves_nothing_to_combine():
+    mesh = gv.Mesh({"x": 4, "one": 1})
+
+    def f(x):
+        x = gv.mesh_split(x, mesh, ("x", "one"))
+        return x.max(axis=1), x.sum(axis=1)
+
+    x = jnp.arange(32.0).reshape(8, 4)
+    spmd = gv.partition(gv.propagate(gv.trace(f, x)))
+    assert spmd.collectives == [] and "{sum over" not in spmd.per_device_text()
+    assert_unpartitioned(spmd, x)

@@ -117,7 +117,8 @@ class EquationSplit:
         return out
 
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
-        red = {a for f, axes in fa.items() if self.summed(f) for a in axes}
+        """Mesh axes holding partial results; a size-1 axis splits nothing, so none there."""
+        red = {a for f, axes in fa.items() if self.summed(f) for a in axes if self.sizes[a] > 1}
         return tuple(a for a in self.mesh.axis_names if a in red)
 
     def operand_sharding(self, fa, i: int) -> Sharding:
