@@ -33,6 +33,7 @@ def test_graph_colours_by_sharding_and_marks():
 def test_widget_edits_repropagate_and_bad_input_is_inline():
     w = PropagationWidget("mlp", xla=True)
     assert "agree on 6 of 6" in w.xla_text.value
+    assert w.why.value == "i" and "annotated by the user" in w.why_text.value  # the output
     w.editors["x"][0].value = "y"  # x: [16@y, 32]
     assert w.prop.outputs[0] == gv.Sharding(w.example.mesh, ())
     assert "<svg" in w.graph.value

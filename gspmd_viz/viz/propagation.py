@@ -104,7 +104,11 @@ class PropagationWidget:
         )
         self.slider.max = len(prop.steps)
         self.slider.value = len(prop.steps)
-        self.why.options = [v.name for e in prop.program.equations for v in e.outputs]
+        names = [v.name for e in prop.program.equations for v in e.outputs]
+        keep = self.why.value if self.why.value in names else None
+        outputs = [v.name for v in prop.program.outputs if getattr(v, "name", None) in names]
+        self.why.options = names
+        self.why.value = keep or (outputs[-1] if outputs else None)  # start on the result
         self.redraw()
 
     def comparison(self):
