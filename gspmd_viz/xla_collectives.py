@@ -193,7 +193,7 @@ def _uneven_pins(mesh: Mesh, tree, flat) -> list[tuple[Sharding | None, bool]]:
     return pins
 
 
-def _inside(tree, pins, pad: bool):
+def _constrain_uneven(tree, pins, pad: bool):
     """Constrain the leaves whose pins are uneven (and pad them to an even split)."""
     import jax
 
@@ -235,7 +235,7 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
 
     @functools.wraps(f)  # XLA's op_names keep naming the user's function
     def pinned(*a):
-        return _inside(f(*_inside(a, ins, pad=False)), outs, pad=True)
+        return _constrain_uneven(f(*_constrain_uneven(a, ins, pad=False)), outs, pad=True)
 
     return jax.jit(pinned, **kwargs).lower(*args).compile().as_text()
 
