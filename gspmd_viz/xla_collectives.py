@@ -170,17 +170,15 @@ def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
 # --- compiling -------------------------------------------------------------------------------
 
 
-def _named(mesh: Mesh, sharding: Sharding | None):
-    from jax.sharding import NamedSharding
-
-    if sharding is None:
-        return None
-    return NamedSharding(mesh.to_jax(), sharding.to_partition_spec())
+def _named(sharding: Sharding | None):
+    return None if sharding is None else sharding.to_named_sharding()
 
 
 def _uneven_pins(mesh: Mesh, tree, flat) -> list[tuple[Sharding | None, bool]]:
     """(pin, splits its array unevenly?) per flat leaf of `tree` (None: unpinned)."""
     import jax
+
+    from gspmd_viz.core.execute import padded_shape
 
     leaves = jax.tree.leaves(tree)
     if len(flat) != len(leaves):
@@ -188,8 +186,8 @@ def _uneven_pins(mesh: Mesh, tree, flat) -> list[tuple[Sharding | None, bool]]:
     pins = []
     for leaf, s in zip(leaves, flat, strict=True):
         sharding = s if s is None or isinstance(s, Sharding) else Sharding(mesh, s)
-        tiles = sharding.tiles(len(leaf.shape)) if sharding else (1,) * len(leaf.shape)
-        pins.append((sharding, any(n % t for n, t in zip(leaf.shape, tiles, strict=True))))
+        uneven = sharding is not None and padded_shape(sharding, leaf.shape) != leaf.shape
+        pins.append((sharding, uneven))
     return pins
 
 
@@ -202,7 +200,7 @@ def _constrain_uneven(tree, pins, pad: bool):
     leaves, structure = jax.tree.flatten(tree)
     for i, (sharding, uneven) in enumerate(pins):
         if uneven:
-            leaves[i] = jax.lax.with_sharding_constraint(leaves[i], _named(sharding.mesh, sharding))
+            leaves[i] = jax.lax.with_sharding_constraint(leaves[i], _named(sharding))
             leaves[i] = pad_global(leaves[i], sharding) if pad else leaves[i]
     return jax.tree.unflatten(structure, leaves)
 
@@ -224,13 +222,13 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
     if in_shardings is not None:
         ins = _uneven_pins(mesh, args, list(in_shardings))
         replicated = Sharding(mesh, ())
-        pins = [_named(mesh, replicated if uneven else s) for s, uneven in ins]
+        pins = [_named(replicated if uneven else s) for s, uneven in ins]
         kwargs["in_shardings"] = jax.tree.unflatten(jax.tree.structure(args), pins)
     if out_shardings is not None:
         flat = [out_shardings] if isinstance(out_shardings, Sharding) else list(out_shardings)
         shapes = jax.eval_shape(f, *args)
         outs = _uneven_pins(mesh, shapes, flat)
-        pins = [_named(mesh, s) for s, _ in outs]
+        pins = [_named(s) for s, _ in outs]
         kwargs["out_shardings"] = jax.tree.unflatten(jax.tree.structure(shapes), pins)
 
     @functools.wraps(f)  # XLA's op_names keep naming the user's function
