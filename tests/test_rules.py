@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import gspmd_viz as gv
 from gspmd_viz import examples
-from gspmd_viz.core.rules import FactorRule, is_known, rule_for
+from gspmd_viz.core.factors import FactorRule
+from gspmd_viz.core.registry import is_known, rule_for
 
 
 def rule_of(fn, *shapes, index=-1):

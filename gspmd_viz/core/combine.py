@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from gspmd_viz.core.execute import fit_dim
-from gspmd_viz.core.lower import IDENTITY
+from gspmd_viz.core.registry import entry_for
 
 
 def _gather_key(ins):
@@ -32,7 +32,7 @@ def _aliases(instructions) -> dict[str, str]:
     """Buffers that are another buffer under a new name (annotations compute nothing)."""
     alias: dict[str, str] = {}
     for ins in instructions:
-        if getattr(ins, "eqn", None) is not None and ins.eqn.primitive in IDENTITY:
+        if getattr(ins, "eqn", None) is not None and entry_for(ins.eqn).identity:
             for out, src in zip(ins.outs, ins.ins, strict=False):
                 if isinstance(src, str):
                     alias[out] = alias.get(src, src)

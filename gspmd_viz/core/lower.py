@@ -1,17 +1,9 @@
 """Local lowering: run one equation on local (padded) shards instead of global arrays.
 
-Everything here is a table keyed by primitive name, read by the partitioner (which never
-branches on names itself):
-  IDENTITY         annotations: nothing to compute on a device
-  RESULT_SHAPE     the param holding the result's shape -> the local result shape
-  OPERAND_SIZES    a param listing operand-0 sizes (whole dims) -> local sizes
-  COUNTING_DIM     iota: the dim whose values are global indices -> add the shard offset
-  COMBINE          how partial reductions over a split factor combine across devices
-  HALO_FREE        windowed ops whose windows tile a dim exactly (window = stride, no padding
-                   or dilation): split into whole windows, every shard computes alone.
-  LOOKUP           gathers: operand dims read at data-dependent indices. Split over devices,
-                   each device looks up only the indices it holds (others give 0) and the
-                   results are pending sums (# XLA: gather with "index passthrough" masking)
+Reads the equation's registry entry (registry.py), never its name: result_shape and
+operand_sizes params are rewritten for local shapes, a counting_dim gets the shard's offset,
+split lookup_dims look up only the indices a device holds (others give 0; the results are
+pending sums: # XLA: gather with "index passthrough" masking), identity entries compute nothing.
 Uneven shards are masked with the combine's identity before a reduction sees them.
 # XLA: SpmdPartitioningVisitor::Handle* (one handler per opcode); masking as in
 #      PartitionedHlo::PadWithValue(select(iota + offset < N, x, identity))
@@ -23,69 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-IDENTITY = frozenset({"sharding_constraint", "reshard"})
-RESULT_SHAPE = {"broadcast_in_dim": "shape", "reshape": "new_sizes", "iota": "shape"}
-OPERAND_SIZES = {"slice": "limit_indices", "gather": "slice_sizes", "dynamic_slice": "slice_sizes"}
-COUNTING_DIM = {"iota": "dimension"}
+from gspmd_viz.core.registry import entry_for
+
 GLOBAL_SHARDING_PARAMS = ("sharding", "out_sharding")
-COMBINE = {
-    "dot_general": "sum",
-    "reduce_sum": "sum",
-    "conv_general_dilated": "sum",
-    "reduce_max": "max",
-    "reduce_min": "min",
-}
-
-
-def _window_halo_free(dims, windows, strides, pads, dilations) -> dict[int, int]:
-    """{dim: stride} for dims whose windows never overlap or leave a gap."""
-    return {
-        d: s
-        for d, w, s, p, dil in zip(dims, windows, strides, pads, dilations, strict=True)
-        if w == s and tuple(p) == (0, 0) and dil == (1, 1)
-    }
-
-
-def _reduce_window(eqn) -> dict[int, int]:
-    p = eqn.params
-    dil = list(zip(p["base_dilation"], p["window_dilation"], strict=True))
-    n = len(p["window_dimensions"])
-    return _window_halo_free(
-        range(n), p["window_dimensions"], p["window_strides"], p["padding"], dil
-    )
-
-
-def _conv(eqn) -> dict[int, int]:
-    p, dn = eqn.params, eqn.params["dimension_numbers"]
-    windows = [eqn.inputs[1].shape[d] for d in dn.rhs_spec[2:]]
-    dil = list(zip(p["lhs_dilation"], p["rhs_dilation"], strict=True))
-    return _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
-
-
-HALO_FREE = {
-    "reduce_window_max": _reduce_window,
-    "reduce_window_min": _reduce_window,
-    "reduce_window_sum": _reduce_window,
-    "conv_general_dilated": _conv,
-}
-
-
-def halo_free_dims(eqn) -> dict[int, int]:
-    """Operand-0 dims of a windowed op that can be split without a halo: {dim: stride}."""
-    return HALO_FREE[eqn.primitive](eqn) if eqn.primitive in HALO_FREE else {}
-
-
-LOOKUP = {"gather": lambda params: tuple(params["dimension_numbers"].start_index_map)}
-
-
-def indexed_dims(eqn) -> tuple[int, ...]:
-    """Operand-0 dims a lookup primitive indexes with data (empty for other primitives)."""
-    return LOOKUP[eqn.primitive](eqn.params) if eqn.primitive in LOOKUP else ()
-
-
-def combine_of(primitive: str) -> str | None:
-    """'sum' (pending sums), 'max'/'min' (all-reduce right away), or None (replicate)."""
-    return COMBINE.get(primitive)
 
 
 def identity_element(combine: str, dtype):
@@ -132,7 +64,7 @@ class Lookup:
 def lookup_of(eqn, operand_sharding, operand_local) -> Lookup | None:
     dims = tuple(
         (d, c, operand_sharding.dim_axes(d), operand_local[d])
-        for c, d in enumerate(indexed_dims(eqn))
+        for c, d in enumerate(entry_for(eqn).lookup_dims(eqn))
         if operand_sharding.dim_axes(d)
     )
     return Lookup(dims, tuple(eqn.params["dimension_numbers"].offset_dims)) if dims else None
@@ -144,10 +76,11 @@ def local_params(eqn, operand_locals, result_locals) -> dict:
     for key in GLOBAL_SHARDING_PARAMS:
         if key in params:
             params[key] = None
-    if eqn.primitive in RESULT_SHAPE:
-        params[RESULT_SHAPE[eqn.primitive]] = tuple(result_locals[0])
-    if eqn.primitive in OPERAND_SIZES:
-        key, glob = OPERAND_SIZES[eqn.primitive], eqn.inputs[0].shape
+    entry = entry_for(eqn)
+    if entry.result_shape:
+        params[entry.result_shape] = tuple(result_locals[0])
+    if entry.operand_sizes:
+        key, glob = entry.operand_sizes, eqn.inputs[0].shape
         params[key] = tuple(
             loc if (p == g and loc != g) else p
             for p, g, loc in zip(params[key], glob, operand_locals[0], strict=True)
@@ -157,9 +90,10 @@ def local_params(eqn, operand_locals, result_locals) -> dict:
 
 def counting_offsets(eqn, result_axes) -> tuple[Offset, ...]:
     """Offsets for results whose values are global indices (iota along a split dim)."""
-    if eqn.primitive not in COUNTING_DIM:
+    key = entry_for(eqn).counting_dim
+    if key is None:
         return ()
-    dim = eqn.params[COUNTING_DIM[eqn.primitive]]
+    dim = eqn.params[key]
     axes = result_axes[0][dim]
     return (Offset(dim, axes),) if axes else ()
 
@@ -201,7 +135,7 @@ def mask_lookup(out, valid, lookup: Lookup):
 
 def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
     """Bind the primitive on local buffers (after masking padding); returns a list."""
-    if eqn.primitive in IDENTITY:
+    if entry_for(eqn).identity:
         return list(args[: len(eqn.outputs)])
     args = list(args)
     for m in masks:
@@ -214,7 +148,7 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
         raise NotImplementedError(
             f"eqn {eqn.index}: primitive {eqn.primitive!r} could not run on local shards "
             f"({type(err).__name__}: {err}). Leave its dims replicated (drop the annotation "
-            "that splits them) or add a local-parameter rewrite in gspmd_viz/core/lower.py."
+            "that splits them) or name the params to rewrite in its entry (core/registry.py)."
         ) from err
     outs = list(out) if eqn.eqn.primitive.multiple_results else [out]
     if lookup is not None:

@@ -15,9 +15,10 @@ Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 
 import math
 
-from gspmd_viz.core import lower, rules
+from gspmd_viz.core import lower
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.program import Equation, Literal, Value
+from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
 from gspmd_viz.core.spmd import Combine, Compute, Const, Reshard, SPMDProgram
@@ -32,7 +33,6 @@ class Partitioner:
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []
         self.notes: list[str] = []
-        self.local_shardings: dict[Value, Sharding] = {}
         self._count: dict[str, int] = {}
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
@@ -40,17 +40,15 @@ class Partitioner:
         self.live_set = set(self.live())
         self._wanted: dict[Value, list[Sharding]] = {}
 
-    def rule(self, eqn: Equation):
-        if eqn.primitive in lower.IDENTITY and not rules.is_known(eqn.primitive):
-            return rules.elementwise(eqn)  # an annotation: passes every dim through
-        return self.prop.rule(eqn)
+    def split(self, eqn: Equation) -> EquationSplit:
+        """The equation's rule and propagation's settled split, ready to be costed."""
+        propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
+        settled = self.prop.factor_axes(eqn)
+        return EquationSplit(eqn, self.prop.rule(eqn), settled, propagated, self.mesh)
 
-    def prop_factor_axes(self, eqn: Equation) -> FactorAxes:
-        if eqn.primitive in lower.IDENTITY and not rules.is_known(eqn.primitive):
-            return EquationSplit(self, eqn).from_tensor(
-                self.rule(eqn).results[0], self.prop.sharding(eqn.outputs[0])
-            )
-        return self.prop.factor_axes(eqn)
+    # --- the cost interface EquationSplit asks for (split.Costs) ---------------------------
+    def available(self, v: Value) -> list[Sharding]:
+        return [s for s, _ in self.versions[v]]
 
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for: what each live consumer's
@@ -59,8 +57,8 @@ class Partitioner:
             targets = [self.prop.sharding(v)] if v in self.outputs else []
             for eqn, pos in self.program.consumers.get(v, ()):
                 if eqn in self.live_set:
-                    q = EquationSplit(self, eqn)
-                    targets.append(q.operand_sharding(q.sanitize(self.prop_factor_axes(eqn)), pos))
+                    q = self.split(eqn)
+                    targets.append(q.operand_sharding(q.sanitize(q.settled), pos))
             self._wanted[v] = list(dict.fromkeys(targets))
         return self._wanted[v]
 
@@ -94,9 +92,9 @@ class Partitioner:
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
-        q = EquationSplit(self, eqn)
-        fa = q.choose()
-        if not rules.is_known(eqn.primitive) and eqn.primitive not in lower.IDENTITY:
+        q = self.split(eqn)
+        fa = q.choose(self)
+        if not entry_for(eqn).known:
             self.notes.append(
                 f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
                 "(its operands are all-gathered first)"
@@ -134,7 +132,6 @@ class Partitioner:
             )
         )
         for v, s in zip(eqn.outputs, results, strict=True):
-            self.local_shardings[v] = s
             self.versions[v] = [(s, v.name)]
         red = q.reduction_axes(fa)
         if q.combine in ("max", "min") and red:

@@ -1,7 +1,7 @@
 """`gv.propagate`: infer every value's sharding from a few annotations, one factor rule at a time.
 
-One generic algorithm over the rule table (rules.py), with priorities in the spirit of GSPMD's
-aggressiveness levels and Shardy's op priorities (XLA's default propagation):
+One generic algorithm over the primitive registry (registry.py), with priorities in the spirit
+of GSPMD's aggressiveness levels and Shardy's op priorities (XLA's default propagation):
   priority 0  pass-through ops only (elementwise, reshape, transpose)
   priority 1  all ops; broadcasts only backward (result -> operand)
   priority 2  broadcasts forward too ("avoid resharding after a broadcast")
@@ -18,42 +18,15 @@ a fixed point. Every change is a Step; `explain` walks them back to the user's a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.program import CONSTRAINT, Program, Value
-from gspmd_viz.core.rules import FactorRule, is_known, rule_for
+from gspmd_viz.core.program import Program, Value
+from gspmd_viz.core.propagation import PRIORITIES, Propagation, Step
+from gspmd_viz.core.registry import entry_for, is_known, rule_for
 from gspmd_viz.core.sharding import Sharding
 
 Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
-PRIORITIES = ("pass-through ops", "all ops", "broadcast forward")
-
-
-@dataclass(frozen=True)
-class Step:
-    priority: int
-    eqn: int
-    primitive: str
-    direction: str  # "forward" (an operand set a result) or "backward"
-    value: Value
-    before: Sharding
-    after: Sharding
-    factors: tuple[str, ...]  # the rule's factors that carried the axes
-    sources: tuple[Value, ...]  # the tensors whose shardings the factors came from
-
-    @property
-    def pass_name(self) -> str:
-        return PRIORITIES[self.priority]
-
-    def __str__(self) -> str:
-        v = self.value
-        via = ",".join(self.factors) or "-"
-        src = ",".join(s.name for s in self.sources) or "-"
-        return (
-            f"[{self.priority} {self.pass_name}] eqn {self.eqn} {self.primitive} {self.direction}: "
-            f"{v.name} {v.type_text(self.before)} -> {v.type_text(self.after)}"
-            f"  (factor {via} from {src})"
-        )
 
 
 def _category(rule: FactorRule, eqn) -> str:
@@ -92,7 +65,7 @@ def _with_constrained_producers(program: Program, annotations: dict) -> dict:
     fixed = dict(annotations)
     for e in program.equations:
         out, src = e.outputs[0], e.inputs[0] if e.inputs else None
-        if e.primitive != CONSTRAINT or out not in annotations or not isinstance(src, Value):
+        if not entry_for(e).identity or out not in annotations or not isinstance(src, Value):
             continue
         if src in program.producer and len(program.consumers[src]) == 1 and src not in fixed:
             fixed[src] = annotations[out]
@@ -281,94 +254,26 @@ class Propagator:
             while self.sweep(priority, "forward", seen) | self.sweep(priority, "backward", seen):
                 pass
 
+    def settled(self, i: int) -> dict[int, tuple[str, ...]]:
+        """Every factor of equation i -> the axes it settled on (() when it holds none)."""
+        found = self.factor_axes(i)
+        return {f: found.get(f, ((),))[0] for f in range(len(self.rules[i].factors))}
 
-class Propagation:
-    """The result of `gv.propagate(prog)`: a sharding for every value, and how it got there."""
-
-    def __init__(self, p: Propagator):
-        self._p = p
-        self.program, self.mesh = p.program, p.mesh
-        self.annotations = p.user  # what the user fixed (mesh_split / propagate(annotations=))
-        self.pinned = {v: s for v, s in p.fixed.items() if v not in p.user}
-        self.steps: tuple[Step, ...] = tuple(p.steps)
-        self.conflicts: tuple[str, ...] = tuple(p.conflicts)
-        self.unknown_primitives = tuple(
-            sorted({e.primitive for e in self.program.equations if not is_known(e.primitive)})
-        )
-        self._shardings = {v: p.sharding(v) for v in self.program.values}
-
-    def sharding(self, value) -> Sharding:
-        if isinstance(value, str):
-            value = self.program.value(value)
-        if not isinstance(value, Value):  # a Literal: replicated
-            return Sharding(self.mesh, ())
-        return self._shardings[value]
-
-    @property
-    def inputs(self) -> tuple[Sharding, ...]:
-        return tuple(self.sharding(v) for v in self.program.inputs)
-
-    @property
-    def outputs(self) -> tuple[Sharding, ...]:
-        return tuple(self.sharding(v) for v in self.program.outputs)
-
-    def rule(self, eqn) -> FactorRule:
-        return self._p.rules[eqn if isinstance(eqn, int) else eqn.index]
-
-    def factor_axes(self, eqn) -> dict[int, tuple[str, ...]]:
-        """factor index -> mesh axes the factor is split by, as settled for this equation."""
-        i = eqn if isinstance(eqn, int) else eqn.index
-        settled = self._p.factor_axes(i)
-        return {f: settled.get(f, ((),))[0] for f in range(len(self.rule(i).factors))}
-
-    def steps_for(self, value) -> tuple[Step, ...]:
-        value = self.program.value(value) if isinstance(value, str) else value
-        return tuple(s for s in self.steps if s.value == value)
-
-    def explain(self, value) -> str:
-        """The chain of steps that gave `value` its sharding, back to the user's annotations."""
-        value = self.program.value(value) if isinstance(value, str) else value
-        lines, seen = [], set()
-
-        def walk(v: Value, depth: int) -> None:
-            pad = "  " * depth
-            if v in self.annotations:
-                lines.append(
-                    f"{pad}{v.name}: {v.type_text(self.sharding(v))} annotated by the user"
-                )
-                return
-            if v in self.pinned:
-                lines.append(
-                    f"{pad}{v.name}: {v.type_text(self.sharding(v))} fixed by the annotation "
-                    "on its only use (Shardy applies a constraint to its operand's producer)"
-                )
-                return
-            steps = self.steps_for(v)
-            if not steps:
-                lines.append(f"{pad}{v.name}: {v.type_text(self.sharding(v))} nothing reached it")
-                return
-            if v in seen:
-                lines.append(f"{pad}{v.name}: (see above)")
-                return
-            seen.add(v)
-            for s in steps:
-                lines.append(f"{pad}{s}")
-                for src in s.sources:
-                    walk(src, depth + 1)
-
-        walk(value, 0)
-        return "\n".join(lines)
-
-    def text(self) -> str:
-        return self.program.pretty(self)
-
-    def __str__(self) -> str:
-        return self.text()
-
-    def __repr__(self) -> str:
-        return (
-            f"<Propagation of {len(self.program.equations)} equations on {self.mesh!r}: "
-            f"{len(self.steps)} steps>"
+    def record(self) -> Propagation:
+        """The plain record of the finished run (conflicts noted before settling factors)."""
+        program, conflicts = self.program, tuple(self.conflicts)
+        unknown = {e.primitive for e in program.equations if not is_known(e.primitive)}
+        return Propagation(
+            program=program,
+            mesh=self.mesh,
+            annotations=self.user,
+            pinned={v: s for v, s in self.fixed.items() if v not in self.user},
+            steps=tuple(self.steps),
+            conflicts=conflicts,
+            unknown_primitives=tuple(sorted(unknown)),
+            rules=tuple(self.rules),
+            settled=tuple(self.settled(i) for i in range(len(self.rules))),
+            shardings={v: self.sharding(v) for v in program.values},
         )
 
 
@@ -404,4 +309,4 @@ def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | No
         )
     p = Propagator(program, mesh, _extra_annotations(program, mesh, annotations))
     p.run()
-    return Propagation(p)
+    return p.record()

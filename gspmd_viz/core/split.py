@@ -9,13 +9,28 @@ to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies an
 
 import functools
 import math
+from typing import Protocol
 
-from gspmd_viz.core import lower
+from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.program import Equation, Value
+from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
 
 FactorAxes = dict[int, tuple[str, ...]]
+
+
+class Costs(Protocol):
+    """What choosing a split asks of the partitioner (and nothing else)."""
+
+    def available(self, v: Value) -> list[Sharding]:
+        """The shardings v already exists in."""
+
+    def fetch_cost(self, v: Value, target: Sharding) -> float:
+        """Wire bytes to get v into `target` from its cheapest available sharding."""
+
+    def wanted(self, v: Value) -> list[Sharding]:
+        """The shardings v's consumers will likely ask for."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -35,18 +50,21 @@ def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
 
 
 class EquationSplit:
-    """One equation's rule, tensors and the cost of a factor split."""
+    """One equation's rule, tensors and the cost of a factor split: `settled` is the split
+    propagation settled on, `propagated` the results' propagated shardings."""
 
-    def __init__(self, part, eqn: Equation):
-        self.part, self.eqn, self.mesh, self.sizes = part, eqn, part.mesh, part.sizes
-        self.rule = part.rule(eqn)
-        indexed = lower.indexed_dims(eqn)
-        self.lookup = {f for d in indexed for f in self.rule.operands[0][d]}
-        self.combine = lower.combine_of(eqn.primitive) or ("sum" if self.lookup else None)
+    def __init__(self, eqn: Equation, rule: FactorRule, settled: FactorAxes, propagated, mesh):
+        self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
+        self.mesh, self.sizes = mesh, mesh.shape
+        entry = entry_for(eqn)
+        indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
+        self.lookup = {f for d in indexed for f in rule.operands[0][d]}
+        self.combine = entry.combine or ("sum" if self.lookup else None)
+        halo_free = entry.halo_free_dims(eqn) if entry.halo_free_dims else {}
         self.halo_free = {  # windowed factor -> (input size, stride): splits into whole windows
             f: (eqn.inputs[0].shape[d], stride)
-            for d, stride in lower.halo_free_dims(eqn).items()
-            for f in self.rule.operands[0][d]
+            for d, stride in halo_free.items()
+            for f in rule.operands[0][d]
         }
 
     def splittable(self, f: int, axes) -> bool:
@@ -128,12 +146,12 @@ class EquationSplit:
         pending = self.reduction_axes(fa) if self.combine == "sum" else ()
         return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
 
-    def cost(self, fa: FactorAxes) -> float:
-        e, part = self.eqn, self.part
+    def cost(self, fa: FactorAxes, costs: Costs) -> float:
+        e = self.eqn
         total = 0.0
         for i, v in enumerate(e.inputs):
             if isinstance(v, Value):
-                total += part.fetch_cost(v, self.operand_sharding(fa, i))
+                total += costs.fetch_cost(v, self.operand_sharding(fa, i))
         red = self.reduction_axes(fa)
         for j, v in enumerate(e.outputs):
             local = self.result_sharding(fa, j)
@@ -142,27 +160,27 @@ class EquationSplit:
                 total += 2 * (n - 1) / n * nbytes
             if self.combine in ("max", "min"):
                 local = Sharding(self.mesh, local.spec)  # combined right away
-            for target in part.wanted(v):
+            for target in costs.wanted(v):
                 total += cached_plan(local, target, v.shape, v.dtype).wire_bytes
         return total
 
-    def candidates(self) -> list[FactorAxes]:
-        prop, rule = self.part.prop, self.rule
-        found = [self.part.prop_factor_axes(self.eqn)]
+    def candidates(self, costs: Costs) -> list[FactorAxes]:
+        rule = self.rule
+        found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
             if isinstance(v, Value):
-                found += [self.from_tensor(t, s) for s, _ in self.part.versions[v]]
-        for v, t in zip(self.eqn.outputs, rule.results, strict=True):
-            found.append(self.from_tensor(t, prop.sharding(v)))
+                found += [self.from_tensor(t, s) for s in costs.available(v)]
+        for s, t in zip(self.propagated, rule.results, strict=True):
+            found.append(self.from_tensor(t, s))
         unique = []
         for fa in map(self.sanitize, found):
             if fa not in unique:
                 unique.append(fa)
         return unique
 
-    def choose(self) -> FactorAxes:
+    def choose(self, costs: Costs) -> FactorAxes:
         """The cheapest split; ties go to propagation's, and a free one is taken at once."""
-        first = self.sanitize(self.part.prop_factor_axes(self.eqn))
-        if self.cost(first) == 0:
+        first = self.sanitize(self.settled)
+        if self.cost(first, costs) == 0:
             return first
-        return min(self.candidates(), key=self.cost)
+        return min(self.candidates(costs), key=lambda fa: self.cost(fa, costs))

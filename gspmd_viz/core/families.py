@@ -1,122 +1,25 @@
-"""The factor-rule table: one einsum-like rule per primitive family.  # Shardy: OpShardingRule
+"""Factor-rule families: one function per family of primitives, eqn -> FactorRule.
 
-A rule names the *factors* of an equation (the independent loop dimensions of its einsum) and,
-for every dim of every operand and result, which factors make up that dim (major first; a
-reshape merges several factors into one dim). Propagation and partitioning only ever read
-these rules, never primitive names.
-
-Factor kinds (Shardy's FactorType):
-- pass: the same index in operands and results (elementwise dims, batch and free dims of a dot);
-- reduction: in operands only (contracting dims, reduced dims): results hold partial sums;
-- need_replication: must be unsharded (the sorted dim, a cumsum's scan dim, a sliced dim);
-- windowed: a convolution / pooling spatial dim (neighbours overlap: halo exchange);
-- permutation: moves data between shards (a padded or concatenated dim).
+Each walks an equation's operand and result dims and names their factors (factors.py): a
+shared index passes, an index in operands only is a reduction, a dim that must stay whole is
+need_replication. registry.py says which primitives use which family.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
 
-KINDS = ("pass", "reduction", "need_replication", "windowed", "permutation")
-DimFactors = tuple[int, ...]  # factor indices making up one tensor dim, major first
-TensorFactors = tuple[DimFactors, ...]  # one entry per tensor dim
-
-
-@dataclass(frozen=True)
-class Factor:
-    name: str
-    size: int
-    kind: str = "pass"
-
-
-@dataclass(frozen=True)
-class FactorRule:
-    factors: tuple[Factor, ...]
-    operands: tuple[TensorFactors, ...]
-    results: tuple[TensorFactors, ...]
-
-    @classmethod
-    def from_einsum(cls, spec: str, sizes: dict, **kinds: str) -> FactorRule:
-        """`from_einsum("b i k, b k j -> b i j", sizes, reduction="k")`.
-
-        Dims are separated by spaces; `(i j)` is one dim made of factors i (major) and j;
-        `_` (or `1`) is a dim with no factor. `kinds` maps a kind to factor names.
-        """
-        kind_of = {n: k for k, names in kinds.items() for n in names.split()}
-        names = list(dict.fromkeys(re.findall(r"[A-Za-z_]\w*", spec)))
-        index = {n: i for i, n in enumerate(names)}
-        factors = tuple(Factor(n, int(sizes[n]), kind_of.get(n, "pass")) for n in names)
-
-        def tensor(text: str) -> TensorFactors:
-            dims = re.findall(r"\([^)]*\)|\S+", text)
-            return tuple(
-                () if d in ("1", "_") else tuple(index[n] for n in re.findall(r"\w+", d))
-                for d in dims
-            )
-
-        lhs, rhs = spec.split("->")
-        split = lambda side: [t for t in side.split(",")] if side.strip() else []  # noqa: E731
-        return cls(factors, tuple(map(tensor, split(lhs))), tuple(map(tensor, split(rhs))))
-
-    def tensor_text(self, tensor: TensorFactors) -> str:
-        def dim(fs: DimFactors) -> str:
-            names = [self.factors[f].name for f in fs]
-            return "_" if not names else names[0] if len(names) == 1 else f"({' '.join(names)})"
-
-        return "[" + ", ".join(dim(fs) for fs in tensor) + "]"
-
-    def __str__(self) -> str:
-        ins = ", ".join(self.tensor_text(t) for t in self.operands)
-        outs = ", ".join(self.tensor_text(t) for t in self.results)
-        special = sorted(f"{f.name}: {f.kind}" for f in self.factors if f.kind != "pass")
-        return f"({ins}) -> ({outs})" + (f"   {'; '.join(special)}" if special else "")
-
-
-class _Builder:
-    """Creates factors a, b, c, ... while a rule function walks an equation's dims."""
-
-    def __init__(self):
-        self.factors: list[Factor] = []
-
-    def new(self, size: int, kind: str = "pass") -> DimFactors:
-        if size == 1:
-            return ()  # a size-1 dim cannot be split: no factor
-        self.factors.append(Factor(_letter(len(self.factors)), int(size), kind))
-        return (len(self.factors) - 1,)
-
-    def rule(self, operands, results) -> FactorRule:
-        """The rule, factors renumbered and named i, j, k, ... in order of first appearance."""
-        tensors = [tuple(tuple(d) for d in t) for t in (*operands, *results)]
-        order = list(dict.fromkeys(f for t in tensors for d in t for f in d))
-        order += [f for f in range(len(self.factors)) if f not in order]
-        new = {old: i for i, old in enumerate(order)}
-        factors = tuple(
-            Factor(_letter(i), self.factors[old].size, self.factors[old].kind)
-            for i, old in enumerate(order)
-        )
-        tensors = [tuple(tuple(new[f] for f in d) for d in t) for t in tensors]
-        return FactorRule(factors, tuple(tensors[: len(operands)]), tuple(tensors[len(operands) :]))
-
-
-def _letter(i: int) -> str:
-    letters = "ijklmnopqrstuvwxyzabcdefgh"
-    return letters[i] if i < len(letters) else f"f{i}"
+from gspmd_viz.core.factors import Builder, FactorRule
+from gspmd_viz.core.program import Value
 
 
 def _shapes(eqn):
     return [v.shape for v in eqn.inputs], [v.shape for v in eqn.outputs]
 
 
-def _is_value(v) -> bool:
-    return type(v).__name__ == "Value"
-
-
-# --- families ---------------------------------------------------------------------------
 def conservative(eqn) -> FactorRule:
     """Unknown primitive: every dim its own need_replication factor, so nothing flows."""
-    b = _Builder()
+    b = Builder()
     ins, outs = _shapes(eqn)
     return b.rule(
         [[b.new(n, "need_replication") for n in s] for s in ins],
@@ -126,12 +29,12 @@ def conservative(eqn) -> FactorRule:
 
 def elementwise(eqn) -> FactorRule:
     """`i j, i j -> i j`; literals, scalars and size-1 (implicitly broadcast) dims carry none."""
-    b = _Builder()
+    b = Builder()
     ins, outs = _shapes(eqn)
     dims = [b.new(n) for n in outs[0]]
 
     def tensor(v, s):
-        if not _is_value(v) or len(s) != len(dims):
+        if not isinstance(v, Value) or len(s) != len(dims):
             return [()] * len(s)
         return [f if n == m else () for f, n, m in zip(dims, s, outs[0], strict=True)]
 
@@ -140,7 +43,7 @@ def elementwise(eqn) -> FactorRule:
 
 def broadcast_in_dim(eqn) -> FactorRule:
     """Operand dim i is result dim broadcast_dimensions[i]; new dims exist in the result only."""
-    b = _Builder()
+    b = Builder()
     (src, *_), (out,) = _shapes(eqn)
     result = [b.new(n) for n in out]
     operand = [
@@ -152,7 +55,7 @@ def broadcast_in_dim(eqn) -> FactorRule:
 
 
 def transpose(eqn) -> FactorRule:
-    b = _Builder()
+    b = Builder()
     (src,), _ = _shapes(eqn)
     operand = [b.new(n) for n in src]
     return b.rule([operand], [[operand[p] for p in eqn.params["permutation"]]])
@@ -160,7 +63,7 @@ def transpose(eqn) -> FactorRule:
 
 def reshape(eqn) -> FactorRule:
     """Split and merged dims share compound factors: `[(i j), k] -> [i, j, k]`."""
-    b = _Builder()
+    b = Builder()
     (src, *dyn), (out,) = _shapes(eqn)
     operand, result = [[] for _ in src], [[] for _ in out]
     ins = [(d, n) for d, n in enumerate(src) if n > 1]
@@ -191,7 +94,7 @@ def reshape(eqn) -> FactorRule:
 
 
 def squeeze(eqn) -> FactorRule:
-    b = _Builder()
+    b = Builder()
     (src,), _ = _shapes(eqn)
     operand = [b.new(n) for n in src]
     dropped = {d % len(src) for d in eqn.params["dimensions"]}
@@ -200,7 +103,7 @@ def squeeze(eqn) -> FactorRule:
 
 def dot_general(eqn) -> FactorRule:
     """`b i k, b k j -> b i j`: batch and free dims pass, contracting dims are reductions."""
-    b = _Builder()
+    b = Builder()
     (lhs, rhs), _ = _shapes(eqn)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lf, rf = [[None] * len(lhs), [None] * len(rhs)]
@@ -219,7 +122,7 @@ def dot_general(eqn) -> FactorRule:
 
 def _axes_rule(eqn, axes, kind: str, keep: bool) -> FactorRule:
     """Dims in `axes` get `kind`; keep=True: results keep them (cumsum, sort), else drop them."""
-    b = _Builder()
+    b = Builder()
     ins, outs = _shapes(eqn)
     axes = {a % len(ins[0]) for a in axes}
     operand = [b.new(n, kind if d in axes else "pass") for d, n in enumerate(ins[0])]
@@ -241,7 +144,7 @@ def sort(eqn) -> FactorRule:
 
 def top_k(eqn) -> FactorRule:
     """`[.., n] -> [.., k], [.., k]`: the last dim must be whole."""
-    b = _Builder()
+    b = Builder()
     (src,), (out, _) = _shapes(eqn)
     lead = [b.new(n) for n in src[:-1]]
     operand = lead + [b.new(src[-1], "need_replication")]
@@ -251,7 +154,7 @@ def top_k(eqn) -> FactorRule:
 
 def _sized_dims(eqn, changed_kind: str, changed) -> FactorRule:
     """Operand 0 and result 0 share dim d unless `changed(d, n, m)`: then each gets a factor."""
-    b = _Builder()
+    b = Builder()
     ins, (out, *_) = _shapes(eqn)
     operand, result = [], []
     for d, (n, m) in enumerate(zip(ins[0], out, strict=True)):
@@ -273,7 +176,7 @@ def pad(eqn) -> FactorRule:
 
 def dynamic_update_slice(eqn) -> FactorRule:
     """operand and result share every dim; the update shares the dims it covers whole."""
-    b = _Builder()
+    b = Builder()
     (src, upd, *idx), _ = _shapes(eqn)
     operand = [b.new(n) for n in src]
     update = [
@@ -285,7 +188,7 @@ def dynamic_update_slice(eqn) -> FactorRule:
 
 def concatenate(eqn) -> FactorRule:
     """Non-concatenated dims pass; the concatenated dim is a permutation of the result's."""
-    b = _Builder()
+    b = Builder()
     ins, (out,) = _shapes(eqn)
     cat = eqn.params["dimension"]
     result = [b.new(n, "permutation" if d == cat else "pass") for d, n in enumerate(out)]
@@ -293,7 +196,7 @@ def concatenate(eqn) -> FactorRule:
 
 
 def iota(eqn) -> FactorRule:
-    b = _Builder()
+    b = Builder()
     return b.rule(
         [[()] * len(s) for s in _shapes(eqn)[0]], [[b.new(n) for n in _shapes(eqn)[1][0]]]
     )
@@ -302,7 +205,7 @@ def iota(eqn) -> FactorRule:
 def gather(eqn) -> FactorRule:
     """Embedding lookups and take_along_axis: index batch dims pass to the result; whole
     slices of the operand pass to the offset dims; indexed operand dims must be whole."""
-    b = _Builder()
+    b = Builder()
     (src, idx), (out,) = _shapes(eqn)
     dn, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
     operand, indices, result = [None] * len(src), [()] * len(idx), [None] * len(out)
@@ -323,7 +226,7 @@ def gather(eqn) -> FactorRule:
     return b.rule([operand, indices], [result])
 
 
-def _window_dims(b: _Builder, n: int, m: int, windowed: bool):
+def _window_dims(b: Builder, n: int, m: int, windowed: bool):
     """One spatial dim, size n in and m out: one factor (sized by the input) for both, so a
     spatial sharding carries through (strided windows: each shard keeps its windows)."""
     f = b.new(max(n, m) if m > 1 else 1, "windowed" if windowed else "pass")
@@ -332,7 +235,7 @@ def _window_dims(b: _Builder, n: int, m: int, windowed: bool):
 
 def conv(eqn) -> FactorRule:
     """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed."""
-    b = _Builder()
+    b = Builder()
     (lhs, rhs), (out,) = _shapes(eqn)
     dn = eqn.params["dimension_numbers"]
     ls, rs, os_ = dn.lhs_spec, dn.rhs_spec, dn.out_spec
@@ -354,7 +257,7 @@ def conv(eqn) -> FactorRule:
 
 
 def reduce_window(eqn) -> FactorRule:
-    b = _Builder()
+    b = Builder()
     ((src,), (out,)), p = _shapes(eqn), eqn.params
     dims = [
         _window_dims(b, n, m, windowed=(w, s, pad) != (1, 1, (0, 0)))
@@ -363,53 +266,3 @@ def reduce_window(eqn) -> FactorRule:
         )
     ]
     return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
-
-
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
-ELEMENTWISE = _words(
-    "add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p "
-    "expm1 tanh tan logistic sin cos sqrt rsqrt cbrt abs erf erfc erf_inv lgamma digamma "
-    "integer_pow square convert_element_type select_n eq ne lt le gt ge and or not xor "
-    "stop_gradient copy copy_p reduce_precision nextafter atan2 clamp imag real conj "
-    "shift_left shift_right_logical shift_right_arithmetic population_count sharding_constraint "
-    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh reshard"
-)
-
-TABLE = {
-    **{name: elementwise for name in ELEMENTWISE},
-    "broadcast_in_dim": broadcast_in_dim,
-    "reshape": reshape,
-    "transpose": transpose,
-    "squeeze": squeeze,
-    "dot_general": dot_general,
-    **{
-        n: reduce
-        for n in _words(
-            "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or argmax argmin"
-        )
-    },
-    **{n: cumulative for n in _words("cumsum cumprod cummax cummin cumlogsumexp")},
-    "sort": sort,
-    "top_k": top_k,
-    "slice": slice_like,
-    "dynamic_slice": slice_like,
-    "dynamic_update_slice": dynamic_update_slice,
-    "pad": pad,
-    "concatenate": concatenate,
-    "iota": iota,
-    "gather": gather,
-    "conv_general_dilated": conv,
-    **{n: reduce_window for n in _words("reduce_window_sum reduce_window_max reduce_window_min")},
-}
-
-
-def is_known(primitive: str) -> bool:
-    return primitive in TABLE
-
-
-def rule_for(eqn) -> FactorRule:
-    """The factor rule of one Equation (conservative for primitives not in the table)."""
-    return TABLE.get(eqn.primitive, conservative)(eqn)

@@ -1,0 +1,141 @@
+"""`Propagation`: the plain record `gv.propagate` returns, and the `Step`s it is made of.
+
+Everything a widget or the partitioner reads is here, settled at the end of the run: the
+sharding of every value, the initial state (user annotations, and values pinned by the
+annotation on their only use), every step, the factor rule of every equation and the factor
+axes propagation settled on for it. It holds no live algorithm: replaying `steps` from the
+initial state ends at `sharding(v)` for every value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gspmd_viz.core.factors import FactorRule
+from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.program import Program, Value
+from gspmd_viz.core.sharding import Sharding
+
+PRIORITIES = ("pass-through ops", "all ops", "broadcast forward")
+FactorAxes = dict[int, tuple[str, ...]]  # factor index -> the mesh axes splitting it
+
+
+@dataclass(frozen=True)
+class Step:
+    priority: int
+    eqn: int
+    primitive: str
+    direction: str  # "forward" (an operand set a result) or "backward"
+    value: Value
+    before: Sharding
+    after: Sharding
+    factors: tuple[str, ...]  # the rule's factors that carried the axes
+    sources: tuple[Value, ...]  # the tensors whose shardings the factors came from
+
+    @property
+    def pass_name(self) -> str:
+        return PRIORITIES[self.priority]
+
+    def __str__(self) -> str:
+        v = self.value
+        via = ",".join(self.factors) or "-"
+        src = ",".join(s.name for s in self.sources) or "-"
+        return (
+            f"[{self.priority} {self.pass_name}] eqn {self.eqn} {self.primitive} {self.direction}: "
+            f"{v.name} {v.type_text(self.before)} -> {v.type_text(self.after)}"
+            f"  (factor {via} from {src})"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Propagation:
+    """The result of `gv.propagate(prog)`: a sharding for every value, and how it got there."""
+
+    program: Program
+    mesh: Mesh
+    annotations: dict  # Value -> Sharding the user fixed (mesh_split / propagate(annotations=))
+    pinned: dict  # Value -> Sharding fixed by the annotation on its only use
+    steps: tuple[Step, ...]
+    conflicts: tuple[str, ...]
+    unknown_primitives: tuple[str, ...]
+    rules: tuple[FactorRule, ...]  # per equation
+    settled: tuple[FactorAxes, ...]  # per equation: every factor -> its axes (maybe ())
+    shardings: dict = field(repr=False)  # Value -> Sharding at the end
+
+    def sharding(self, value) -> Sharding:
+        if isinstance(value, str):
+            value = self.program.value(value)
+        if not isinstance(value, Value):  # a Literal: replicated
+            return Sharding(self.mesh, ())
+        return self.shardings[value]
+
+    @property
+    def inputs(self) -> tuple[Sharding, ...]:
+        return tuple(self.sharding(v) for v in self.program.inputs)
+
+    @property
+    def outputs(self) -> tuple[Sharding, ...]:
+        return tuple(self.sharding(v) for v in self.program.outputs)
+
+    def rule(self, eqn) -> FactorRule:
+        return self.rules[eqn if isinstance(eqn, int) else eqn.index]
+
+    def factor_axes(self, eqn) -> dict[int, tuple[str, ...]]:
+        """factor index -> mesh axes the factor is split by, as settled for this equation."""
+        return dict(self.settled[eqn if isinstance(eqn, int) else eqn.index])
+
+    def initial_sharding(self, value) -> Sharding:
+        """What `value` held before the first step: its annotation, the annotation that pinned
+        it, or replicated."""
+        value = self.program.value(value) if isinstance(value, str) else value
+        return self.annotations.get(value) or self.pinned.get(value) or Sharding(self.mesh, ())
+
+    def steps_for(self, value) -> tuple[Step, ...]:
+        value = self.program.value(value) if isinstance(value, str) else value
+        return tuple(s for s in self.steps if s.value == value)
+
+    def explain(self, value) -> str:
+        """The chain of steps that gave `value` its sharding, back to the user's annotations."""
+        value = self.program.value(value) if isinstance(value, str) else value
+        lines, seen = [], set()
+
+        def walk(v: Value, depth: int) -> None:
+            pad = "  " * depth
+            if v in self.annotations:
+                lines.append(
+                    f"{pad}{v.name}: {v.type_text(self.sharding(v))} annotated by the user"
+                )
+                return
+            if v in self.pinned:
+                lines.append(
+                    f"{pad}{v.name}: {v.type_text(self.sharding(v))} fixed by the annotation "
+                    "on its only use (Shardy applies a constraint to its operand's producer)"
+                )
+                return
+            steps = self.steps_for(v)
+            if not steps:
+                lines.append(f"{pad}{v.name}: {v.type_text(self.sharding(v))} nothing reached it")
+                return
+            if v in seen:
+                lines.append(f"{pad}{v.name}: (see above)")
+                return
+            seen.add(v)
+            for s in steps:
+                lines.append(f"{pad}{s}")
+                for src in s.sources:
+                    walk(src, depth + 1)
+
+        walk(value, 0)
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        return self.program.pretty(self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Propagation of {len(self.program.equations)} equations on {self.mesh!r}: "
+            f"{len(self.steps)} steps>"
+        )

@@ -1,0 +1,139 @@
+"""The primitive registry: everything the reference GSPMD knows about a primitive, in one entry.
+
+Propagation and partitioning never switch on primitive names: they read `entry_for(eqn)`.
+An Entry holds
+  rule            eqn -> FactorRule (families.py): which factors make up each operand/result dim
+  combine         how partial results over a split reduction factor combine: "sum" (left
+                  pending), "max"/"min" (all-reduced right away), None (the factor stays whole)
+  result_shape    the param holding result 0's shape (rewritten to the local shape)
+  operand_sizes   the param listing operand-0 sizes (whole dims rewritten to local sizes)
+  counting_dim    the param naming the dim whose values are global positions (iota: add the
+                  shard's offset)
+  lookup_dims     eqn -> operand-0 dims read at data-dependent indices (a split one makes each
+                  device look up only what it holds; results are pending sums)
+  halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
+                  exactly, so splitting them into whole windows needs no halo
+  identity        an annotation: nothing to compute on a device
+To add a primitive: `register("name other_name", family, **facts)` below, once.
+A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replicated.
+# Shardy: createOpShardingRule; XLA: SpmdPartitioningVisitor::Handle* per opcode
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gspmd_viz.core import families
+from gspmd_viz.core.factors import FactorRule
+
+
+@dataclass(frozen=True)
+class Entry:
+    rule: Callable[..., FactorRule]
+    combine: str | None = None
+    result_shape: str | None = None
+    operand_sizes: str | None = None
+    counting_dim: str | None = None
+    lookup_dims: Callable[..., tuple[int, ...]] | None = None
+    halo_free_dims: Callable[..., dict[int, int]] | None = None
+    identity: bool = False
+    known: bool = True
+
+
+REGISTRY: dict[str, Entry] = {}
+UNKNOWN = Entry(families.conservative, known=False)
+
+
+def register(names: str, rule: Callable[..., FactorRule], **facts) -> Entry:
+    """One entry for the primitives named in `names` (space separated)."""
+    entry = Entry(rule, **facts)
+    for name in names.split():
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is registered twice")
+        REGISTRY[name] = entry
+    return entry
+
+
+def entry_for(eqn) -> Entry:
+    return REGISTRY.get(eqn.primitive, UNKNOWN)
+
+
+def is_known(primitive: str) -> bool:
+    return primitive in REGISTRY
+
+
+def rule_for(eqn) -> FactorRule:
+    """The factor rule of one Equation (conservative for primitives not registered)."""
+    return entry_for(eqn).rule(eqn)
+
+
+# --- per-entry hooks ----------------------------------------------------------------------
+
+
+def _window_halo_free(dims, windows, strides, pads, dilations) -> dict[int, int]:
+    """{dim: stride} for dims whose windows never overlap or leave a gap."""
+    return {
+        d: s
+        for d, w, s, p, dil in zip(dims, windows, strides, pads, dilations, strict=True)
+        if w == s and tuple(p) == (0, 0) and dil == (1, 1)
+    }
+
+
+def _reduce_window_halo_free(eqn) -> dict[int, int]:
+    p = eqn.params
+    dil = list(zip(p["base_dilation"], p["window_dilation"], strict=True))
+    n = len(p["window_dimensions"])
+    return _window_halo_free(
+        range(n), p["window_dimensions"], p["window_strides"], p["padding"], dil
+    )
+
+
+def _conv_halo_free(eqn) -> dict[int, int]:
+    p, dn = eqn.params, eqn.params["dimension_numbers"]
+    windows = [eqn.inputs[1].shape[d] for d in dn.rhs_spec[2:]]
+    dil = list(zip(p["lhs_dilation"], p["rhs_dilation"], strict=True))
+    return _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
+
+
+def _gather_indexed(eqn) -> tuple[int, ...]:
+    return tuple(eqn.params["dimension_numbers"].start_index_map)
+
+
+# --- the entries --------------------------------------------------------------------------
+
+register(
+    "add sub mul div rem pow max min neg sign floor ceil round is_finite exp exp2 log log1p "
+    "expm1 tanh tan logistic sin cos sqrt rsqrt cbrt abs erf erfc erf_inv lgamma digamma "
+    "integer_pow square convert_element_type select_n eq ne lt le gt ge and or not xor "
+    "stop_gradient copy copy_p reduce_precision nextafter atan2 clamp imag real conj "
+    "shift_left shift_right_logical shift_right_arithmetic population_count "
+    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh",
+    families.elementwise,
+)
+register("sharding_constraint reshard", families.elementwise, identity=True)
+register("broadcast_in_dim", families.broadcast_in_dim, result_shape="shape")
+register("reshape", families.reshape, result_shape="new_sizes")
+register("transpose", families.transpose)
+register("squeeze", families.squeeze)
+register("dot_general", families.dot_general, combine="sum")
+register("reduce_sum", families.reduce, combine="sum")
+register("reduce_max", families.reduce, combine="max")
+register("reduce_min", families.reduce, combine="min")
+register("reduce_prod reduce_and reduce_or argmax argmin", families.reduce)
+register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative)
+register("sort", families.sort)
+register("top_k", families.top_k)
+register("slice", families.slice_like, operand_sizes="limit_indices")
+register("dynamic_slice", families.slice_like, operand_sizes="slice_sizes")
+register("dynamic_update_slice", families.dynamic_update_slice)
+register("pad", families.pad)
+register("concatenate", families.concatenate)
+register("iota", families.iota, result_shape="shape", counting_dim="dimension")
+register("gather", families.gather, operand_sizes="slice_sizes", lookup_dims=_gather_indexed)
+register("conv_general_dilated", families.conv, combine="sum", halo_free_dims=_conv_halo_free)
+register(
+    "reduce_window_sum reduce_window_max reduce_window_min",
+    families.reduce_window,
+    halo_free_dims=_reduce_window_halo_free,
+)
