@@ -1,5 +1,7 @@
 """The propagation animator replays recorded steps, edits annotations, overlays XLA."""
 
+import pytest
+
 import gspmd_viz as gv
 from gspmd_viz import examples
 from gspmd_viz.viz.graph import program_graph
@@ -19,6 +21,19 @@ def test_frames_replay_the_steps():
     assert "only the 3 user annotations" in step_text(prop, 0)
     k = 1 + next(i for i, s in enumerate(prop.steps) if s.primitive == "dot_general")
     assert "rule that fired: ([i, j], [j, k]) -> ([i, k])   j: reduction" in step_text(prop, k)
+
+
+@pytest.mark.parametrize("name", sorted(examples.ZOO | examples.EXTRA))
+def test_last_frame_is_the_propagation_result(name):
+    """Replaying every step from the record's initial state (annotations and the values they
+    pin) ends where propagation ended, for every value of every zoo example."""
+    ex = examples.get(name, symbolic=True)
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    last = frame_shardings(prop, len(prop.steps))
+    wrong = [v.name for v in prop.program.values if last[v] != prop.sharding(v)]
+    assert not wrong, f"{name}: the last frame disagrees on {wrong}"
+    first = frame_shardings(prop, 0)
+    assert all(first[v] == s for v, s in (prop.pinned | prop.annotations).items())
 
 
 def test_graph_colours_by_sharding_and_marks():

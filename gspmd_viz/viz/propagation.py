@@ -16,15 +16,15 @@ import ipywidgets as W
 from gspmd_viz import examples
 from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
-from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.viz.graph import program_graph, svg
 
 NONE = "-"
 
 
 def frame_shardings(prop, k: int) -> dict:
-    """Every value's sharding after the first k steps (annotations are there from the start)."""
-    state = {v: prop.annotations.get(v) or Sharding(prop.mesh, ()) for v in prop.program.values}
+    """Every value's sharding after the first k steps, replayed from the record's initial
+    state (annotations, and values pinned by the annotation on their only use)."""
+    state = {v: prop.initial_sharding(v) for v in prop.program.values}
     for step in prop.steps[:k]:
         state[step.value] = step.after
     return state
@@ -33,8 +33,9 @@ def frame_shardings(prop, k: int) -> dict:
 def step_text(prop, k: int) -> str:
     """What happened at frame k (frame 0: only the annotations)."""
     if k == 0:
-        n = len(prop.annotations)
-        return f"frame 0 of {len(prop.steps)}: only the {n} user annotations are known"
+        n, pinned = len(prop.annotations), len(prop.pinned)
+        also = f" (and the {pinned} values they pin)" if pinned else ""
+        return f"frame 0 of {len(prop.steps)}: only the {n} user annotations are known{also}"
     s = prop.steps[k - 1]
     return (
         f"step {k} of {len(prop.steps)}  [{s.pass_name}]  "
