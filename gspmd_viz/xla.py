@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import jax
 
-from gspmd_viz.core.devices import has_devices
+from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value, trace
 from gspmd_viz.core.sharding import Sharding, short_dtype
@@ -73,12 +73,10 @@ def propagate_program(program: Program, mesh: Mesh | None = None) -> XlaPropagat
         raise ValueError("the program has no mesh_split annotations: XLA would not partition it")
     if program.mesh is not None and program.mesh != mesh:
         raise ValueError(f"the function's annotations use {program.mesh!r}, not {mesh!r}")
-    if not has_devices(mesh.size):
-        raise RuntimeError(
-            f"XLA's propagation needs {mesh.size} devices and this process has "
-            f"{jax.device_count()}: call gv.use_cpu_devices({mesh.size}) before any jax "
-            "computation (and trace with the devices present, or jit ignores the annotations)"
-        )
+    require_devices(
+        mesh.size,
+        "XLA's propagation (trace with the devices present too, or jit ignores the annotations)",
+    )
     args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in program.inputs]
     lowered = jax.jit(lambda *flat: program.evaluate(*flat, scope=True)).lower(*args)
     hlo = propagated_hlo(lowered)

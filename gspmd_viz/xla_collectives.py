@@ -14,9 +14,12 @@ Remember XLA:CPU turns reduce-scatter into all-reduce + dynamic-slice: compare b
 import functools
 import re
 
+import jax
 import numpy as np
 
 from gspmd_viz.core.collective import KINDS, Collective
+from gspmd_viz.core.devices import require_devices
+from gspmd_viz.core.execute import pad_global, padded_shape
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.sharding import Sharding
 
@@ -176,10 +179,6 @@ def _named(sharding: Sharding | None):
 
 def _uneven_pins(mesh: Mesh, tree, flat) -> list[tuple[Sharding | None, bool]]:
     """(pin, splits its array unevenly?) per flat leaf of `tree` (None: unpinned)."""
-    import jax
-
-    from gspmd_viz.core.execute import padded_shape
-
     leaves = jax.tree.leaves(tree)
     if len(flat) != len(leaves):
         raise ValueError(f"got {len(flat)} shardings for {len(leaves)} arrays")
@@ -193,10 +192,6 @@ def _uneven_pins(mesh: Mesh, tree, flat) -> list[tuple[Sharding | None, bool]]:
 
 def _constrain_uneven(tree, pins, pad: bool):
     """Constrain the leaves whose pins are uneven (and pad them to an even split)."""
-    import jax
-
-    from gspmd_viz.core.execute import pad_global
-
     leaves, structure = jax.tree.flatten(tree)
     for i, (sharding, uneven) in enumerate(pins):
         if uneven:
@@ -213,11 +208,7 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
     slice, as for us), and an uneven output is constrained, then padded to split evenly (the
     same per-device buffers; XLA moves nothing for it).
     """
-    import jax
-
-    from gspmd_viz.core.execute import check_devices
-
-    check_devices(mesh)
+    require_devices(mesh.size, f"XLA's partitioner on {mesh!r}")
     kwargs, ins, outs = {}, [], []
     if in_shardings is not None:
         ins = _uneven_pins(mesh, args, list(in_shardings))

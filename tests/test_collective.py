@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.core.collective import format_bytes, wire_bytes
+from gspmd_viz.core.collective import wire_bytes
+from gspmd_viz.units import format_bytes
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gspmd_viz.core.sharding import short_dtype
+from gspmd_viz.units import format_bytes
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -97,17 +98,6 @@ class Collective:
     def __str__(self) -> str:
         src = f"  [{self.source}]" if self.source else ""
         return self.describe() + src
-
-
-def format_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'; exact integers below 1 KiB."""
-    if n < 1024:
-        return f"{n:.0f} B" if float(n).is_integer() else f"{n:.1f} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024:
-            return f"{n:.1f} {unit}"
-    return f"{n:.1f} PiB"
 
 
 def total_wire_bytes(collectives) -> float:

@@ -32,15 +32,21 @@ def use_cpu_devices(n: int) -> None:
         )
 
 
-def available_devices(needed: int) -> list:
-    """The first `needed` jax devices, or a clear error saying how to get them."""
+def require_devices(needed: int, purpose: str = "this") -> None:
+    """The one device-count error: say what needs the devices and how to get them."""
     have = jax.device_count()
     if have < needed:
         raise DeviceCountError(
-            f"this needs {needed} devices but the process has {have}. "
+            f"{purpose} needs {needed} devices but this process has {have}. "
             f"Call gv.use_cpu_devices({needed}) before any jax computation "
-            "(in a notebook: restart the kernel and run it in the first cell)."
+            "(in a notebook: restart the kernel and run it in the first cell). "
+            "Symbolic work (gv.propagate, gv.partition, spmd.collectives) needs no devices."
         )
+
+
+def available_devices(needed: int) -> list:
+    """The first `needed` jax devices, or a clear error saying how to get them."""
+    require_devices(needed)
     return jax.devices()[:needed]
 
 

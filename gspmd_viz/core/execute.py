@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.devices import require_devices
+from gspmd_viz.core.sharding import Sharding, spec_entry
 
 # --- one function per step kind (inside shard_map) -----------------------------------------
 
@@ -151,7 +152,7 @@ def pending_axes(sharding: Sharding) -> tuple[str, ...]:
 
 def in_spec(sharding: Sharding) -> PartitionSpec:
     """shard_map spec of a value; pending sums get a leading dim split over their axes."""
-    entries = [Sharding._entry(axes) for axes in sharding.spec]
+    entries = [spec_entry(axes) for axes in sharding.spec]
     pending = pending_axes(sharding)
     return PartitionSpec(pending, *entries) if pending else PartitionSpec(*entries)
 
@@ -174,18 +175,6 @@ def device_buffers(fn, mesh, in_shardings, out_sharding, *args):
     )
     out = np.asarray(jax.jit(run)(*args))
     return {d: out[d] for d in range(mesh.size)}
-
-
-def check_devices(mesh) -> None:
-    """Fail early, naming the fix, when the process has fewer devices than the mesh."""
-    have = jax.device_count()
-    if have < mesh.size:
-        raise RuntimeError(
-            f"running on {mesh!r} needs {mesh.size} devices but this process has {have}. "
-            f"Call gv.use_cpu_devices({mesh.size}) before any jax computation "
-            "(in a notebook: restart the kernel and run it in the first cell). "
-            "Partitioning itself (gv.partition, spmd.collectives) needs no devices."
-        )
 
 
 # --- a whole per-device program ----------------------------------------------------------------
@@ -232,7 +221,7 @@ def _runner(spmd):
 def run_spmd(spmd, *args):
     """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
     if spmd._runner is None:
-        check_devices(spmd.mesh)
+        require_devices(spmd.mesh.size, f"running on {spmd.mesh!r}")
         spmd._runner = _runner(spmd)
     run, outs = spmd._runner
     flat = spmd.program.flatten_args(*args)

@@ -24,8 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gspmd_viz.core.collective import Collective, format_bytes, total_wire_bytes, wire_bytes
+from gspmd_viz.core.collective import Collective, total_wire_bytes, wire_bytes
 from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.units import format_bytes
 
 Spec = tuple[tuple[str, ...], ...]
 

@@ -84,14 +84,10 @@ class Sharding:
         return hash(self._key)
 
     def __repr__(self) -> str:
-        entries = ", ".join(repr(self._entry(axes)) for axes in self.spec)
+        entries = ", ".join(repr(spec_entry(axes)) for axes in self.spec)
         comma = "," if len(self.spec) == 1 else ""
         extra = f", unreduced={sorted(self.unreduced)}" if self.unreduced else ""
         return f"Sharding({self.mesh!r}, ({entries}{comma}){extra})"
-
-    @staticmethod
-    def _entry(axes: DimAxes):
-        return None if not axes else axes[0] if len(axes) == 1 else axes
 
     # --- structure ----------------------------------------------------------------------
     def dim_axes(self, dim: int) -> DimAxes:
@@ -186,13 +182,7 @@ class Sharding:
         dims = []
         for d, n in enumerate(shape):
             axes = self.dim_axes(d)
-            dims.append(
-                f"{n}"
-                if not axes
-                else f"{n}@{axes[0]}"
-                if len(axes) == 1
-                else f"{n}@({','.join(axes)})"
-            )
+            dims.append(f"{n}@{axes_text(axes)}" if axes else f"{n}")
         pending = f"{{sum over {','.join(sorted(self.unreduced))}}}" if self.unreduced else ""
         return f"{short_dtype(dtype)}[{', '.join(dims)}]{pending}"
 
@@ -200,7 +190,7 @@ class Sharding:
     def to_partition_spec(self):
         from jax.sharding import PartitionSpec
 
-        entries = [self._entry(axes) for axes in self.spec]
+        entries = [spec_entry(axes) for axes in self.spec]
         if self.unreduced:
             return PartitionSpec(*entries, unreduced=set(self.unreduced))
         return PartitionSpec(*entries)
@@ -259,6 +249,16 @@ class Sharding:
         from gspmd_viz.core.hlo import sharding_from_hlo
 
         return sharding_from_hlo(mesh, text)
+
+
+def spec_entry(axes: DimAxes):
+    """One PartitionSpec entry: None, 'x', or ('x', 'y') (major first)."""
+    return None if not axes else axes[0] if len(axes) == 1 else axes
+
+
+def axes_text(axes: DimAxes, unsplit: str = "-") -> str:
+    """How every text view names one dim's axes: `x`, `(x,y)`, or `unsplit`."""
+    return unsplit if not axes else axes[0] if len(axes) == 1 else f"({','.join(axes)})"
 
 
 def candidate_specs(mesh: Mesh, tiles: Sequence[int]):

@@ -9,9 +9,10 @@ Three kinds of instruction, each knowing how to run itself inside shard_map and 
 import dataclasses
 
 from gspmd_viz.core import lower
-from gspmd_viz.core.collective import Collective, format_bytes
+from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.units import format_bytes
 
 
 def _comment(code: str, comment: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import graphviz
 
 from gspmd_viz.core.program import Program, Value
+from gspmd_viz.core.sharding import axes_text
 
 PALETTE = [
     "#8dd3c7",
@@ -37,8 +38,7 @@ HIGHLIGHT = "#d62728"
 
 def spec_text(sharding) -> str:
     """`[x, -, (x,y)]`: a colour key for a sharding, independent of shape."""
-    dims = ["-" if not a else a[0] if len(a) == 1 else f"({','.join(a)})" for a in sharding.spec]
-    return "[" + ", ".join(dims) + "]"
+    return "[" + ", ".join(axes_text(a) for a in sharding.spec) + "]"
 
 
 def colours(shardings) -> dict[str, str]:

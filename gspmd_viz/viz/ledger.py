@@ -12,10 +12,10 @@ from __future__ import annotations
 import html
 import re
 
-from gspmd_viz.core.collective import format_bytes
 from gspmd_viz.core.program import Value
 from gspmd_viz.core.spmd import Combine, Reshard, SPMDProgram
 from gspmd_viz.sim import CHIPS, collective_time
+from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
 
 COLLECTIVE = "#b00020"  # edge labels: the communication stands out
@@ -28,10 +28,6 @@ def payload_bytes(c) -> float:
 
 def seconds(c, chip: str) -> float:
     return collective_time(c.kind, payload_bytes(c), c.group_size, chip)
-
-
-def format_time(s: float) -> str:
-    return f"{s * 1e6:.2f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
 
 # --- rows: one per collective, with the graph edge it belongs to -------------------------------

@@ -3,7 +3,7 @@
 import re
 
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.sharding import Sharding, spec_entry
 
 _MESH_ITEM = re.compile(r"\s*([A-Za-z_]\w*)\s*[=:]\s*(-?\d+)\s*")
 
@@ -37,10 +37,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
 
 
 def pspec_text(sharding: Sharding) -> str:
-    entries = [
-        "None" if not axes else repr(axes[0]) if len(axes) == 1 else repr(axes)
-        for axes in sharding.spec
-    ]
+    entries = [repr(spec_entry(axes)) for axes in sharding.spec]
     return f"P({', '.join(entries)})"
 
 
