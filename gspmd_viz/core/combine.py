@@ -11,13 +11,16 @@ as its input (annotations compute nothing).
 import jax
 import jax.numpy as jnp
 
-from gspmd_viz.core.execute import fit_dim
+from gspmd_viz.core.kernels import fit_dim
 from gspmd_viz.core.registry import entry_for
+from gspmd_viz.core.spmd import Compute, Const, Reshard
 
 
 def _gather_key(ins):
     """(axes, local size of the gathered dim, dtype) for a one-step all-gather reshard."""
-    steps = getattr(getattr(ins, "plan", None), "steps", ())
+    if not isinstance(ins, Reshard):
+        return None
+    steps = ins.plan.steps
     if len(steps) != 1 or steps[0].kind != "all-gather":
         return None
     step = steps[0]
@@ -25,14 +28,17 @@ def _gather_key(ins):
 
 
 def _defines(ins) -> tuple[str, ...]:
-    return tuple(getattr(ins, "outs", ())) or (getattr(ins, "dst", None) or ins.name,)
+    """The buffers an instruction writes."""
+    if isinstance(ins, Compute):
+        return ins.outs
+    return (ins.name,) if isinstance(ins, Const) else (ins.dst,)
 
 
 def _aliases(instructions) -> dict[str, str]:
     """Buffers that are another buffer under a new name (annotations compute nothing)."""
     alias: dict[str, str] = {}
     for ins in instructions:
-        if getattr(ins, "eqn", None) is not None and entry_for(ins.eqn).identity:
+        if isinstance(ins, Compute) and entry_for(ins.eqn).identity:
             for out, src in zip(ins.outs, ins.ins, strict=False):
                 if isinstance(src, str):
                     alias[out] = alias.get(src, src)

@@ -1,5 +1,9 @@
 """Running per-device code for real: jax.shard_map on the mesh's CPU devices.
 
+Each instruction type runs through one function in RUN (keyed by instruction type, as
+kernels.STEP_KERNELS is keyed by reshard step kind); `SPMDProgram` is the per-device program
+`gv.partition` returns, runnable: `spmd(*args)`.
+
 Uneven shards: every local buffer has the padded `shard_shape`; the global array handed to
 shard_map is padded on the right to `shard_shape * tiles`, and the result is sliced back.
 Pending sums (`unreduced` axes) travel as an extra leading dim split over those axes.
@@ -10,121 +14,38 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from gspmd_viz.core.combine import combinable, combined_gather
 from gspmd_viz.core.devices import require_devices
+from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
+from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
+from gspmd_viz.core.spmd import Combine, Compute, Const, PerDeviceProgram, Reshard
+
+# --- one function per instruction type (inside shard_map) --------------------------------------
+
+
+def _run_compute(ins: Compute, env) -> None:
+    args = [a.value if isinstance(a, Literal) else env[a] for a in ins.ins]
+    outs = run_local(ins.eqn, ins.params, args, ins.masks, ins.offsets, ins.lookup)
+    env.update(zip(ins.outs, outs, strict=True))
+
+
+def _run_reshard(ins: Reshard, env) -> None:
+    env[ins.dst] = apply_plan(ins.plan, env[ins.src])
+
+
+def _run_combine(ins: Combine, env) -> None:
+    env[ins.dst] = all_reduce(env[ins.src], ins.combine, ins.axes)
+
+
+def _run_const(ins: Const, env) -> None:
+    env[ins.name] = jnp.asarray(ins.literal.value)
+
+
+RUN = {Compute: _run_compute, Reshard: _run_reshard, Combine: _run_combine, Const: _run_const}
+
 
 # --- one function per step kind (inside shard_map) -----------------------------------------
-
-
-def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
-    return tuple(sharding.shard_index(device, d) for d in range(ndim))
-
-
-def permute_pairs(src: Sharding, dst: Sharding, shape) -> list[tuple[int, int, tuple]]:
-    """(source, target, offsets): every device receives its dst shard from one device whose
-    src shard contains it (each device sends exactly once: holders and askers of a src shard
-    are equally many), sliced at `offsets` in the sender's buffer; data stays put where it can.
-    Computed only to run a plan."""
-    ndim = len(shape)
-    ratio = [dst.dim_shards(d) // src.dim_shards(d) for d in range(ndim)]
-    local = dst.shard_shape(shape)
-    pools: dict[tuple, set[int]] = {}
-    for dev in range(src.mesh.size):
-        pools.setdefault(_chunk(src, dev, ndim), set()).add(dev)
-    pairs = []
-    for dev in range(dst.mesh.size):
-        want = _chunk(dst, dev, ndim)
-        pool = pools[tuple(i // r for i, r in zip(want, ratio, strict=True))]
-        source = dev if dev in pool else min(pool)
-        pool.remove(source)
-        offsets = tuple((i % r) * k for i, r, k in zip(want, ratio, local, strict=True))
-        pairs.append((source, dev, offsets))
-    return pairs
-
-
-def _axis_index(axes):
-    """Linear index of this device along `axes` (major first), as jax numbers them."""
-    return jax.lax.axis_index(tuple(axes)) if axes else 0
-
-
-def fit_dim(x, dim: int, size: int):
-    """Pad with zeros or trim `dim` to `size` (right side)."""
-    have = x.shape[dim]
-    if have > size:
-        return jax.lax.slice_in_dim(x, 0, size, axis=dim)
-    if have < size:
-        pad = [(0, 0)] * x.ndim
-        pad[dim] = (0, size - have)
-        return jnp.pad(x, pad)
-    return x
-
-
-def _local(step, side: str, shape):
-    return getattr(step, side).shard_shape(shape)
-
-
-def _slice(step, x, shape):
-    (d,) = step.dims
-    size = _local(step, "after", shape)[d]
-    n = step.after.dim_shards(d) // step.before.dim_shards(d)
-    x = fit_dim(x, d, max(x.shape[d], n * size))
-    # [k] -> dynamic_slice(axes) -> [k / n]
-    return jax.lax.dynamic_slice_in_dim(x, _axis_index(step.axes) * size, size, axis=d)
-
-
-def _all_gather(step, x, shape):
-    (d,) = step.dims
-    # [k] -> all_gather(axes) -> [n k] -> trim to the new shard size
-    x = jax.lax.all_gather(x, step.axes, axis=d, tiled=True)
-    return fit_dim(x, d, _local(step, "after", shape)[d])
-
-
-def _reduce_scatter(step, x, shape):
-    (d,) = step.dims
-    x = fit_dim(x, d, step.collective.shape[d])
-    # [n k'] -> psum_scatter(axes) -> [k']
-    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True)
-
-
-def _all_reduce(step, x, shape):
-    return jax.lax.psum(x, step.axes)
-
-
-def _all_to_all(step, x, shape):
-    split, concat = step.dims
-    x = fit_dim(x, split, step.collective.shape[split])
-    # [.., k_concat, .., n k_split, ..] -> all_to_all(axes) -> [.., n k_concat, .., k_split, ..]
-    x = jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
-    return fit_dim(x, concat, _local(step, "after", shape)[concat])
-
-
-def _collective_permute(step, x, shape):
-    mesh = step.before.mesh
-    pairs = permute_pairs(step.before, step.after, shape)
-    offsets = np.zeros((mesh.size, len(shape)), np.int32)
-    for source, _, offset in pairs:
-        offsets[source] = offset
-    mine = jnp.asarray(offsets)[jax.lax.axis_index(mesh.axis_names)]
-    # [k_src] -> slice out what my target needs -> [k_dst] -> ppermute -> [k_dst]
-    x = jax.lax.dynamic_slice(x, tuple(mine), step.after.shard_shape(shape))
-    return jax.lax.ppermute(x, mesh.axis_names, [(s, t) for s, t, _ in pairs])
-
-
-_RUN = {
-    "slice": _slice,
-    "all-gather": _all_gather,
-    "reduce-scatter": _reduce_scatter,
-    "all-reduce": _all_reduce,
-    "all-to-all": _all_to_all,
-    "collective-permute": _collective_permute,
-}
-
-
-def apply_plan(plan, x):
-    """Run a ReshardPlan on this device's local buffer (call inside shard_map)."""
-    for step in plan.steps:
-        x = _RUN[step.kind](step, x, plan.shape)
-    return x
 
 
 # --- global <-> per-device buffers -----------------------------------------------------------
@@ -186,9 +107,6 @@ def _runner(spmd):
     in_sh = [prop.sharding(v) for v in program.inputs]
     outs = [(i, name) for i, name in enumerate(spmd.outputs) if isinstance(name, str)]
     out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
-
-    from gspmd_viz.core.combine import combinable, combined_gather
-
     groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs])
 
     def body(*locals_):
@@ -197,7 +115,7 @@ def _runner(spmd):
             if len(group) > 1:
                 combined_gather(group, env, alias)
             else:
-                group[0].run(env)
+                RUN[type(group[0])](group[0], env)
         return tuple(env[name] for _, name in outs)
 
     mapped = jax.shard_map(
@@ -234,3 +152,14 @@ def run_spmd(spmd, *args):
     results = iter(run(*flat))
     values = [next(results) if isinstance(o, str) else jnp.asarray(o.value) for o in spmd.outputs]
     return jax.tree.unflatten(spmd.program.out_tree, values)
+
+
+class SPMDProgram(PerDeviceProgram):
+    """What every device runs: `spmd.per_device_text()`, `spmd.collectives`, `spmd(*args)`."""
+
+    def __init__(self, prop, instructions, outputs, notes):
+        super().__init__(prop, instructions, outputs, notes)
+        self._runner = None
+
+    def __call__(self, *args):
+        return run_spmd(self, *args)

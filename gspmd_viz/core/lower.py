@@ -11,8 +11,6 @@ Uneven shards are masked with the combine's identity before a reduction sees the
 
 import dataclasses
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.registry import entry_for
@@ -96,69 +94,3 @@ def counting_offsets(eqn, result_axes) -> tuple[Offset, ...]:
     dim = eqn.params[key]
     axes = result_axes[0][dim]
     return (Offset(dim, axes),) if axes else ()
-
-
-# --- inside shard_map ----------------------------------------------------------------------
-
-
-def _shard_start(axes, local_size: int):
-    return jax.lax.axis_index(tuple(axes)) * local_size
-
-
-def apply_mask(x, mask: Mask):
-    """select(iota + offset < N, x, identity)."""
-    k = x.shape[mask.dim]
-    pos = jax.lax.broadcasted_iota(jnp.int32, x.shape, mask.dim) + _shard_start(mask.axes, k)
-    return jnp.where(pos < mask.size, x, jnp.asarray(mask.fill, x.dtype))
-
-
-def apply_offset(x, offset: Offset):
-    k = x.shape[offset.dim]
-    return x + _shard_start(offset.axes, k).astype(x.dtype)
-
-
-def local_indices(indices, lookup: Lookup):
-    """Shift data indices into this device's block; `valid`: which ones land in it."""
-    valid = jnp.ones(indices.shape[:-1], bool)
-    for _dim, c, axes, k in lookup.dims:
-        start = _shard_start(axes, k).astype(indices.dtype)
-        local = indices[..., c] - start
-        valid &= (local >= 0) & (local < k)
-        indices = indices.at[..., c].set(local)
-    return indices, valid
-
-
-def mask_lookup(out, valid, lookup: Lookup):
-    valid = jnp.expand_dims(valid, lookup.offset_dims) if lookup.offset_dims else valid
-    return jnp.where(valid, out, jnp.zeros((), out.dtype))
-
-
-def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
-    """Bind the primitive on local buffers (after masking padding); returns a list."""
-    if entry_for(eqn).identity:
-        return list(args[: len(eqn.outputs)])
-    args = list(args)
-    for m in masks:
-        args[m.operand] = apply_mask(args[m.operand], m)
-    if lookup is not None:
-        args[1], valid = local_indices(args[1], lookup)
-    try:
-        out = eqn.eqn.primitive.bind(*args, **params)
-    except Exception as err:  # name the equation, say what to do
-        raise NotImplementedError(
-            f"eqn {eqn.index}: primitive {eqn.primitive!r} could not run on local shards "
-            f"({type(err).__name__}: {err}). Leave its dims replicated (drop the annotation "
-            "that splits them) or name the params to rewrite in its entry (core/registry.py)."
-        ) from err
-    outs = list(out) if eqn.eqn.primitive.multiple_results else [out]
-    if lookup is not None:
-        outs[0] = mask_lookup(outs[0], valid, lookup)
-    for off in offsets:
-        outs[0] = apply_offset(outs[0], off)
-    return outs
-
-
-def all_reduce(x, combine: str, axes):
-    """Combine partial max/min results across devices right away."""
-    op = {"max": jax.lax.pmax, "min": jax.lax.pmin, "sum": jax.lax.psum}[combine]
-    return op(x, tuple(axes))

@@ -17,11 +17,12 @@ import math
 
 from gspmd_viz.core import lower
 from gspmd_viz.core.collective import Collective
+from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
-from gspmd_viz.core.spmd import Combine, Compute, Const, Reshard, SPMDProgram
+from gspmd_viz.core.spmd import Combine, Compute, Const, Reshard
 
 # --- the pass ---------------------------------------------------------------------------------
 

@@ -1,14 +1,15 @@
-"""The per-device program `gv.partition` builds: instructions, their text, their collectives.
+"""The per-device program `gv.partition` builds, as data: instructions, their text, their
+collectives. Running them is execute.py's job (a table keyed by instruction type).
 
-Three kinds of instruction, each knowing how to run itself inside shard_map and print itself:
+Four kinds of instruction, each a plain record that prints itself:
   Compute   one equation on local shards          `c:f32[8,16] = dot_general a b`
   Reshard   a resharding plan between two buffers `c.1:f32[16,16] = all-gather(x) c`
   Combine   all-reduce of partial max/min results `m.1:f32[8] = all-reduce-max(y) m`
+  Const     a closed-over constant, whole on every device
 """
 
 import dataclasses
 
-from gspmd_viz.core import lower
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.sharding import Sharding, short_dtype
@@ -40,11 +41,6 @@ class Compute:
     masks: tuple = ()
     offsets: tuple = ()
     lookup: object = None
-
-    def run(self, env):
-        args = [a.value if isinstance(a, Literal) else env[a] for a in self.ins]
-        outs = lower.run_local(self.eqn, self.params, args, self.masks, self.offsets, self.lookup)
-        env.update(zip(self.outs, outs, strict=True))
 
     def text(self) -> str:
         e = self.eqn
@@ -80,11 +76,6 @@ class Reshard:
     def collectives(self) -> list[Collective]:
         return [dataclasses.replace(c, source=self.source) for c in self.plan.collectives]
 
-    def run(self, env):
-        from gspmd_viz.core.execute import apply_plan
-
-        env[self.dst] = apply_plan(self.plan, env[self.src])
-
     def text(self) -> str:
         if not self.plan.steps:
             return f"{self.dst} = {self.src}"
@@ -114,9 +105,6 @@ class Combine:
     def collectives(self):
         return [self.collective]
 
-    def run(self, env):
-        env[self.dst] = lower.all_reduce(env[self.src], self.combine, self.axes)
-
     def text(self) -> str:
         head = f"{self.dst}:{_local_type(self.sharding, self.value)} = "
         head += f"all-reduce-{self.combine}({','.join(self.axes)}) {self.src}"
@@ -132,24 +120,19 @@ class Const:
 
     collectives = ()
 
-    def run(self, env):
-        import jax.numpy as jnp
-
-        env[self.name] = jnp.asarray(self.literal.value)
-
     def text(self) -> str:
         return f"{self.name} = {self.literal!r}"
 
 
-class SPMDProgram:
-    """What every device runs: `spmd.per_device_text()`, `spmd.collectives`, `spmd(*args)`."""
+class PerDeviceProgram:
+    """What every device runs, as data and text: `.per_device_text()`, `.collectives`
+    (execute.SPMDProgram adds running it: `spmd(*args)`)."""
 
     def __init__(self, prop, instructions, outputs, notes):
         self.prop, self.program, self.mesh = prop, prop.program, prop.mesh
         self.instructions = tuple(instructions)
         self.outputs = tuple(outputs)  # local buffer names (or Literals)
         self.notes = tuple(notes)
-        self._runner = None
 
     # --- communication ---------------------------------------------------------------------
     @property
@@ -191,10 +174,4 @@ class SPMDProgram:
         return self.per_device_text()
 
     def __repr__(self) -> str:
-        return f"<SPMDProgram on {self.mesh!r}: {self.summary()}>"
-
-    # --- running ---------------------------------------------------------------------------
-    def __call__(self, *args):
-        from gspmd_viz.core.execute import run_spmd
-
-        return run_spmd(self, *args)
+        return f"<{type(self).__name__} on {self.mesh!r}: {self.summary()}>"

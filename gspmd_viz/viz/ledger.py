@@ -12,8 +12,9 @@ from __future__ import annotations
 import html
 import re
 
+from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.spmd import Combine, Reshard, SPMDProgram
+from gspmd_viz.core.spmd import Combine, Reshard
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg

@@ -1,0 +1,193 @@
+"""Per-device kernels: what one device runs inside shard_map, on its local (padded) buffer.
+
+Reshard steps, one kernel per step kind (STEP_KERNELS, keyed like ReshardStep.kind), and the
+local-lowering helpers a Compute instruction needs: padding masks, shard offsets, split lookups,
+binding the primitive on local shapes, and the right-away all-reduce of partial max/min.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gspmd_viz.core.lower import Lookup, Mask, Offset
+from gspmd_viz.core.registry import entry_for
+from gspmd_viz.core.sharding import Sharding
+
+# --- resharding steps --------------------------------------------------------------------------
+
+
+def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
+    return tuple(sharding.shard_index(device, d) for d in range(ndim))
+
+
+def permute_pairs(src: Sharding, dst: Sharding, shape) -> list[tuple[int, int, tuple]]:
+    """(source, target, offsets): every device receives its dst shard from one device whose
+    src shard contains it (each device sends exactly once: holders and askers of a src shard
+    are equally many), sliced at `offsets` in the sender's buffer; data stays put where it can.
+    Computed only to run a plan."""
+    ndim = len(shape)
+    ratio = [dst.dim_shards(d) // src.dim_shards(d) for d in range(ndim)]
+    local = dst.shard_shape(shape)
+    pools: dict[tuple, set[int]] = {}
+    for dev in range(src.mesh.size):
+        pools.setdefault(_chunk(src, dev, ndim), set()).add(dev)
+    pairs = []
+    for dev in range(dst.mesh.size):
+        want = _chunk(dst, dev, ndim)
+        pool = pools[tuple(i // r for i, r in zip(want, ratio, strict=True))]
+        source = dev if dev in pool else min(pool)
+        pool.remove(source)
+        offsets = tuple((i % r) * k for i, r, k in zip(want, ratio, local, strict=True))
+        pairs.append((source, dev, offsets))
+    return pairs
+
+
+def _axis_index(axes):
+    """Linear index of this device along `axes` (major first), as jax numbers them."""
+    return jax.lax.axis_index(tuple(axes)) if axes else 0
+
+
+def fit_dim(x, dim: int, size: int):
+    """Pad with zeros or trim `dim` to `size` (right side)."""
+    have = x.shape[dim]
+    if have > size:
+        return jax.lax.slice_in_dim(x, 0, size, axis=dim)
+    if have < size:
+        pad = [(0, 0)] * x.ndim
+        pad[dim] = (0, size - have)
+        return jnp.pad(x, pad)
+    return x
+
+
+def _local(step, side: str, shape):
+    return getattr(step, side).shard_shape(shape)
+
+
+def _slice(step, x, shape):
+    (d,) = step.dims
+    size = _local(step, "after", shape)[d]
+    n = step.after.dim_shards(d) // step.before.dim_shards(d)
+    x = fit_dim(x, d, max(x.shape[d], n * size))
+    # [k] -> dynamic_slice(axes) -> [k / n]
+    return jax.lax.dynamic_slice_in_dim(x, _axis_index(step.axes) * size, size, axis=d)
+
+
+def _all_gather(step, x, shape):
+    (d,) = step.dims
+    # [k] -> all_gather(axes) -> [n k] -> trim to the new shard size
+    x = jax.lax.all_gather(x, step.axes, axis=d, tiled=True)
+    return fit_dim(x, d, _local(step, "after", shape)[d])
+
+
+def _reduce_scatter(step, x, shape):
+    (d,) = step.dims
+    x = fit_dim(x, d, step.collective.shape[d])
+    # [n k'] -> psum_scatter(axes) -> [k']
+    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True)
+
+
+def _all_reduce(step, x, shape):
+    return jax.lax.psum(x, step.axes)
+
+
+def _all_to_all(step, x, shape):
+    split, concat = step.dims
+    x = fit_dim(x, split, step.collective.shape[split])
+    # [.., k_concat, .., n k_split, ..] -> all_to_all(axes) -> [.., n k_concat, .., k_split, ..]
+    x = jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
+    return fit_dim(x, concat, _local(step, "after", shape)[concat])
+
+
+def _collective_permute(step, x, shape):
+    mesh = step.before.mesh
+    pairs = permute_pairs(step.before, step.after, shape)
+    offsets = np.zeros((mesh.size, len(shape)), np.int32)
+    for source, _, offset in pairs:
+        offsets[source] = offset
+    mine = jnp.asarray(offsets)[jax.lax.axis_index(mesh.axis_names)]
+    # [k_src] -> slice out what my target needs -> [k_dst] -> ppermute -> [k_dst]
+    x = jax.lax.dynamic_slice(x, tuple(mine), step.after.shard_shape(shape))
+    return jax.lax.ppermute(x, mesh.axis_names, [(s, t) for s, t, _ in pairs])
+
+
+STEP_KERNELS = {  # ReshardStep.kind -> its kernel
+    "slice": _slice,
+    "all-gather": _all_gather,
+    "reduce-scatter": _reduce_scatter,
+    "all-reduce": _all_reduce,
+    "all-to-all": _all_to_all,
+    "collective-permute": _collective_permute,
+}
+
+
+def apply_plan(plan, x):
+    """Run a ReshardPlan on this device's local buffer (call inside shard_map)."""
+    for step in plan.steps:
+        x = STEP_KERNELS[step.kind](step, x, plan.shape)
+    return x
+
+
+# --- one equation on local shards --------------------------------------------------------------
+
+
+def _shard_start(axes, local_size: int):
+    return jax.lax.axis_index(tuple(axes)) * local_size
+
+
+def apply_mask(x, mask: Mask):
+    """select(iota + offset < N, x, identity)."""
+    k = x.shape[mask.dim]
+    pos = jax.lax.broadcasted_iota(jnp.int32, x.shape, mask.dim) + _shard_start(mask.axes, k)
+    return jnp.where(pos < mask.size, x, jnp.asarray(mask.fill, x.dtype))
+
+
+def apply_offset(x, offset: Offset):
+    k = x.shape[offset.dim]
+    return x + _shard_start(offset.axes, k).astype(x.dtype)
+
+
+def local_indices(indices, lookup: Lookup):
+    """Shift data indices into this device's block; `valid`: which ones land in it."""
+    valid = jnp.ones(indices.shape[:-1], bool)
+    for _dim, c, axes, k in lookup.dims:
+        start = _shard_start(axes, k).astype(indices.dtype)
+        local = indices[..., c] - start
+        valid &= (local >= 0) & (local < k)
+        indices = indices.at[..., c].set(local)
+    return indices, valid
+
+
+def mask_lookup(out, valid, lookup: Lookup):
+    valid = jnp.expand_dims(valid, lookup.offset_dims) if lookup.offset_dims else valid
+    return jnp.where(valid, out, jnp.zeros((), out.dtype))
+
+
+def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
+    """Bind the primitive on local buffers (after masking padding); returns a list."""
+    if entry_for(eqn).identity:
+        return list(args[: len(eqn.outputs)])
+    args = list(args)
+    for m in masks:
+        args[m.operand] = apply_mask(args[m.operand], m)
+    if lookup is not None:
+        args[1], valid = local_indices(args[1], lookup)
+    try:
+        out = eqn.eqn.primitive.bind(*args, **params)
+    except Exception as err:  # name the equation, say what to do
+        raise NotImplementedError(
+            f"eqn {eqn.index}: primitive {eqn.primitive!r} could not run on local shards "
+            f"({type(err).__name__}: {err}). Leave its dims replicated (drop the annotation "
+            "that splits them) or name the params to rewrite in its entry (core/registry.py)."
+        ) from err
+    outs = list(out) if eqn.eqn.primitive.multiple_results else [out]
+    if lookup is not None:
+        outs[0] = mask_lookup(outs[0], valid, lookup)
+    for off in offsets:
+        outs[0] = apply_offset(outs[0], off)
+    return outs
+
+
+def all_reduce(x, combine: str, axes):
+    """Combine partial max/min results across devices right away."""
+    op = {"max": jax.lax.pmax, "min": jax.lax.pmin, "sum": jax.lax.psum}[combine]
+    return op(x, tuple(axes))
