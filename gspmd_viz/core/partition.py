@@ -107,7 +107,19 @@ class Partitioner:
             fetch = self.fetch if isinstance(v, Value) else self.literal
             ins.append(fetch(v, target, eqn))
             masks += self.masks(q, fa, i, target)
-        results = [q.result_sharding(fa, j) for j in range(len(eqn.outputs))]
+        results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
+        self.instructions.append(self.compute(q, ins, tuple(op_shardings), results, masks))
+        for v, s in zip(eqn.outputs, results, strict=True):
+            self.versions[v] = [(s, v.name)]
+        red = q.reduction_axes(fa)
+        if q.combine in ("max", "min") and red:
+            for v, s in zip(eqn.outputs, results, strict=True):
+                self.combine(v, s, q.combine, red, eqn)
+
+    @staticmethod
+    def compute(q: EquationSplit, ins, op_shardings, results, masks) -> Compute:
+        """The local op: params rewritten for local shapes, offsets, a split lookup."""
+        eqn = q.eqn
         params = lower.local_params(
             eqn,
             [s.shard_shape(v.shape) for s, v in zip(op_shardings, eqn.inputs, strict=True)],
@@ -119,25 +131,9 @@ class Partitioner:
             local = op_shardings[0].shard_shape(eqn.inputs[0].shape)
             lookup = lower.lookup_of(eqn, op_shardings[0], local)
         outs = tuple(v.name for v in eqn.outputs)
-        self.instructions.append(
-            Compute(
-                eqn,
-                tuple(ins),
-                outs,
-                params,
-                tuple(results),
-                tuple(op_shardings),
-                tuple(masks),
-                offsets,
-                lookup,
-            )
+        return Compute(
+            eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup
         )
-        for v, s in zip(eqn.outputs, results, strict=True):
-            self.versions[v] = [(s, v.name)]
-        red = q.reduction_axes(fa)
-        if q.combine in ("max", "min") and red:
-            for v, s in zip(eqn.outputs, results, strict=True):
-                self.combine(v, s, q.combine, red, eqn)
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
         v, out = q.eqn.inputs[i], []

@@ -115,10 +115,8 @@ class Program:
     equations: tuple[Equation, ...]
     annotations: dict  # Value -> Sharding, fixed by mesh_split / sharding_constraint
     mesh: Mesh | None
-    closed_jaxpr: Any = field(repr=False)
     in_tree: Any = field(repr=False)
     out_tree: Any = field(repr=False)
-    fn: Any = field(repr=False, default=None)
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -323,8 +321,6 @@ def trace(f, *args) -> Program:
         equations=tuple(b.equations),
         annotations=b.annotations,
         mesh=_common_mesh(b.annotations),
-        closed_jaxpr=closed,
         in_tree=in_tree,
         out_tree=out_tree,
-        fn=f,
     )

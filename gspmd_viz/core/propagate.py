@@ -22,8 +22,14 @@ import math
 from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value
-from gspmd_viz.core.propagation import PRIORITIES, Propagation, Step
-from gspmd_viz.core.registry import entry_for, is_known, rule_for
+from gspmd_viz.core.propagation import (
+    PRIORITIES,
+    Propagation,
+    Step,
+    user_annotations,
+    with_constrained_producers,
+)
+from gspmd_viz.core.registry import is_known, rule_for
 from gspmd_viz.core.sharding import Sharding
 
 Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
@@ -59,19 +65,6 @@ def _propagates(kind: str) -> bool:
     return kind != "need_replication"
 
 
-def _with_constrained_producers(program: Program, annotations: dict) -> dict:
-    """A constraint also fixes its operand when nothing else uses it and an equation made it
-    (not a program input).  # Shardy: ApplyShardingConstraints"""
-    fixed = dict(annotations)
-    for e in program.equations:
-        out, src = e.outputs[0], e.inputs[0] if e.inputs else None
-        if not entry_for(e).identity or out not in annotations or not isinstance(src, Value):
-            continue
-        if src in program.producer and len(program.consumers[src]) == 1 and src not in fixed:
-            fixed[src] = annotations[out]
-    return fixed
-
-
 def _common_prefix(a, b) -> tuple[str, ...]:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
@@ -101,7 +94,7 @@ class Propagator:
     def __init__(self, program: Program, mesh: Mesh, annotations: dict):
         self.program, self.mesh, self.size = program, mesh, mesh.shape
         self.user = dict(annotations)
-        self.fixed = _with_constrained_producers(program, annotations)
+        self.fixed = with_constrained_producers(program, annotations)
         self.spec: dict[Value, Spec] = {v: ((),) * v.ndim for v in program.values}
         for v, s in self.fixed.items():
             self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
@@ -277,24 +270,6 @@ class Propagator:
         )
 
 
-def _extra_annotations(program: Program, mesh: Mesh, extra: dict) -> dict:
-    fixed = dict(program.annotations)
-    for key, spec in (extra or {}).items():
-        v = program.value(key) if isinstance(key, str) else key
-        s = spec if isinstance(spec, Sharding) else Sharding(mesh, spec)
-        if s.mesh != mesh:
-            raise ValueError(f"annotation on {v.name} uses {s.mesh!r}, the program uses {mesh!r}")
-        if len(s.spec) != v.ndim:
-            s.check_rank(v.ndim)
-        if v in fixed and fixed[v] != s:
-            raise ValueError(
-                f"conflicting fixed annotations on {v.name}: {v.type_text(fixed[v])} "
-                f"and {v.type_text(s)}"
-            )
-        fixed[v] = s
-    return fixed
-
-
 def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | None = None):
     """Propagate the program's annotations (plus `annotations`: value or name -> spec)."""
     if not isinstance(program, Program):
@@ -307,6 +282,6 @@ def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | No
             f"the function's annotations use {program.mesh!r}, which is not the mesh "
             f"{mesh!r} given to propagate"
         )
-    p = Propagator(program, mesh, _extra_annotations(program, mesh, annotations))
+    p = Propagator(program, mesh, user_annotations(program, mesh, annotations))
     p.run()
     return p.record()

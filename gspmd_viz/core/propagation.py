@@ -14,10 +14,49 @@ from dataclasses import dataclass, field
 from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value
+from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 
 PRIORITIES = ("pass-through ops", "all ops", "broadcast forward")
 FactorAxes = dict[int, tuple[str, ...]]  # factor index -> the mesh axes splitting it
+
+
+# --- the initial state ---------------------------------------------------------------------
+
+
+def user_annotations(program: Program, mesh: Mesh, extra: dict) -> dict:
+    """The program's own annotations plus `extra` (value or name -> spec), checked."""
+    fixed = dict(program.annotations)
+    for key, spec in (extra or {}).items():
+        v = program.value(key) if isinstance(key, str) else key
+        s = spec if isinstance(spec, Sharding) else Sharding(mesh, spec)
+        if s.mesh != mesh:
+            raise ValueError(f"annotation on {v.name} uses {s.mesh!r}, the program uses {mesh!r}")
+        if len(s.spec) != v.ndim:
+            s.check_rank(v.ndim)
+        if v in fixed and fixed[v] != s:
+            raise ValueError(
+                f"conflicting fixed annotations on {v.name}: {v.type_text(fixed[v])} "
+                f"and {v.type_text(s)}"
+            )
+        fixed[v] = s
+    return fixed
+
+
+def with_constrained_producers(program: Program, annotations: dict) -> dict:
+    """A constraint also fixes its operand when nothing else uses it and an equation made it
+    (not a program input).  # Shardy: ApplyShardingConstraints"""
+    fixed = dict(annotations)
+    for e in program.equations:
+        out, src = e.outputs[0], e.inputs[0] if e.inputs else None
+        if not entry_for(e).identity or out not in annotations or not isinstance(src, Value):
+            continue
+        if src in program.producer and len(program.consumers[src]) == 1 and src not in fixed:
+            fixed[src] = annotations[out]
+    return fixed
+
+
+# --- the record ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
