@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from strategies import meshes, sharded_shapes
 
 import gspmd_viz as gv
-from gspmd_viz.core.hlo import parse_hlo, tile_assignment
+from gspmd_viz.core.hlo import parse_hlo
 
 
 def _layout(text: str, ndim: int, devices: int) -> np.ndarray:
@@ -29,7 +29,7 @@ def test_to_hlo_agrees_with_what_xla_prints(case):
     assert np.array_equal(_layout(sharding.to_hlo(ndim), ndim, size), _layout(theirs, ndim, size))
     # from_hlo picks size-1 axes never, so compare layouts; exact when every axis is > 1.
     back = gv.Sharding.from_hlo(sharding.mesh, theirs)
-    assert np.array_equal(tile_assignment(back, ndim), tile_assignment(sharding, ndim))
+    assert np.array_equal(back.tile_assignment(ndim), sharding.tile_assignment(ndim))
     if min(sharding.mesh.sizes) > 1:
         assert back == sharding
 
@@ -66,7 +66,7 @@ def test_from_dims_mapping_is_gspmd_mesh_split(case):
     mesh, mapping = case
     sharding = gv.Sharding.from_dims_mapping(mesh, mapping)
     expected = mesh_split_oracle(mesh.sizes, mapping)
-    assert np.array_equal(tile_assignment(sharding, len(mapping)), expected)
+    assert np.array_equal(sharding.tile_assignment(len(mapping)), expected)
     assert sharding.dims_mapping(len(mapping)) == mapping
 
 

@@ -1,4 +1,4 @@
-"""GSPMD's HloSharding text, to and from our Sharding.
+"""GSPMD's HloSharding text, to and from a spec on a mesh (Sharding.to_hlo / from_hlo use it).
 
 `{devices=[2,1,4]0,2,4,6,1,3,5,7 last_tile_dim_replicate}`: the bracket gives shards per tensor
 dim (plus one trailing dim of replicas when partially tiled); the device ids fill that tile
@@ -6,32 +6,36 @@ array in C order. The iota form `<=[4,2]T(1,0)` means: arange, reshape to [4,2],
 (1,0), reshape to the tile dims.  # XLA: HloSharding::ToString / TileAssignment
 """
 
+import itertools
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.sharding import Sharding, candidate_specs
 
 
-def tile_assignment(sharding: Sharding, ndim: int) -> np.ndarray:
+def _tiles(mesh: Mesh, spec, ndim: int) -> tuple[int, ...]:
+    """Shards per tensor dim."""
+    return tuple(
+        int(np.prod([mesh.axis_size(a) for a in (spec[d] if d < len(spec) else ())], dtype=int))
+        for d in range(ndim)
+    )
+
+
+def tile_assignment(mesh: Mesh, spec, ndim: int) -> np.ndarray:
     """Device ids laid out as [shards of dim 0, ..., shards of dim n-1, replicas]."""
-    mesh = sharding.mesh
-    tiled = sharding.tiled_axes
+    tiled = tuple(a for axes in spec for a in axes)
     rest = tuple(a for a in mesh.axis_names if a not in tiled)
     order = [mesh.axis_index(a) for a in tiled + rest]
     replicas = int(np.prod([mesh.axis_size(a) for a in rest], dtype=int))
-    return mesh.device_ids.transpose(order).reshape(*sharding.tiles(ndim), replicas)
+    return mesh.device_ids.transpose(order).reshape(*_tiles(mesh, spec, ndim), replicas)
 
 
-def sharding_to_hlo(sharding: Sharding, ndim: int) -> str:
-    if sharding.unreduced:
-        raise ValueError(
-            f"{sharding!r} holds pending partial sums over {sorted(sharding.unreduced)}; "
-            "HloSharding text has no notation for that (reduce first)"
-        )
-    tiles = tile_assignment(sharding, ndim)
-    if tiles.shape[-1] == sharding.mesh.size:
+def spec_to_hlo(mesh: Mesh, spec, ndim: int) -> str:
+    """HloSharding text of a spec (per dim, the axes splitting it) on `mesh`."""
+    tiles = tile_assignment(mesh, spec, ndim)
+    if tiles.shape[-1] == mesh.size:
         return "{replicated}"
     if tiles.shape[-1] == 1:
         tiles = tiles[..., 0]
@@ -104,13 +108,13 @@ def _same_layout(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and np.array_equal(np.sort(a, axis=-1), np.sort(b, axis=-1))
 
 
-def sharding_from_hlo(mesh: Mesh, text: str) -> Sharding:
-    """The Sharding on `mesh` whose device layout equals this HloSharding text."""
+def spec_from_hlo(mesh: Mesh, text: str) -> tuple:
+    """The spec on `mesh` whose device layout equals this HloSharding text."""
     if not isinstance(text, str):
         raise TypeError(f"HloSharding text must be a string, got {type(text).__name__}")
     tiles = parse_hlo(text)
     if tiles is None:
-        return Sharding(mesh, ())
+        return ()
     if sorted(tiles.ravel().tolist()) != list(range(mesh.size)):
         raise ValueError(
             f"{text} uses {tiles.size} device ids; {mesh!r} needs devices "
@@ -118,10 +122,28 @@ def sharding_from_hlo(mesh: Mesh, text: str) -> Sharding:
         )
     ndim = tiles.ndim - 1
     for spec in candidate_specs(mesh, tiles.shape[:-1]):
-        candidate = Sharding(mesh, spec)
-        if _same_layout(tile_assignment(candidate, ndim), tiles):
-            return candidate
+        if _same_layout(tile_assignment(mesh, spec, ndim), tiles):
+            return spec
     raise ValueError(
         f"{text} is not expressible on {mesh!r}: no assignment of mesh axes to tensor dims "
         "puts the devices in that order"
     )
+
+
+def candidate_specs(mesh: Mesh, tiles: Sequence[int]):
+    """Every spec on `mesh` whose per-dim shard counts equal `tiles` (size-1 axes unused)."""
+    axes = [a for a in mesh.axis_names if mesh.axis_size(a) > 1]
+
+    def assign(dim: int, free: tuple[str, ...]):
+        if dim == len(tiles):
+            yield ()
+            return
+        for k in range(len(free) + 1):
+            for chosen in itertools.permutations(free, k):
+                if int(np.prod([mesh.axis_size(a) for a in chosen], dtype=int)) != tiles[dim]:
+                    continue
+                rest = tuple(a for a in free if a not in chosen)
+                for tail in assign(dim + 1, rest):
+                    yield (chosen, *tail)
+
+    yield from assign(0, tuple(axes))

@@ -1,15 +1,15 @@
 """One sharding representation: per tensor dim, the mesh axes that split it (major first).
 
 Everything else is a derived view: PartitionSpec, GSPMD dims_mapping, HloSharding text
-(see hlo.py), the tile-assignment array, per-device slices and bytes.
+(the codec is hlo.py), the tile-assignment array, per-device slices and bytes.
 """
 
-import itertools
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 
 import numpy as np
 
+from gspmd_viz.core.hlo import spec_from_hlo, spec_to_hlo, tile_assignment
 from gspmd_viz.core.mesh import Mesh
 
 DimAxes = tuple[str, ...]  # the mesh axes splitting one tensor dim, major to minor
@@ -239,16 +239,23 @@ class Sharding:
     def from_named_sharding(cls, named) -> "Sharding":
         return cls.from_partition_spec(Mesh.from_jax(named.mesh), named.spec)
 
-    def to_hlo(self, ndim: int) -> str:
-        from gspmd_viz.core.hlo import sharding_to_hlo
+    def tile_assignment(self, ndim: int) -> np.ndarray:
+        """Device ids laid out as [shards of dim 0, ..., shards of dim n-1, replicas]."""
+        self.check_rank(ndim)
+        return tile_assignment(self.mesh, self.spec, ndim)
 
-        return sharding_to_hlo(self, ndim)
+    def to_hlo(self, ndim: int) -> str:
+        if self.unreduced:
+            raise ValueError(
+                f"{self!r} holds pending partial sums over {sorted(self.unreduced)}; "
+                "HloSharding text has no notation for that (reduce first)"
+            )
+        self.check_rank(ndim)
+        return spec_to_hlo(self.mesh, self.spec, ndim)
 
     @classmethod
     def from_hlo(cls, mesh: Mesh, text: str) -> "Sharding":
-        from gspmd_viz.core.hlo import sharding_from_hlo
-
-        return sharding_from_hlo(mesh, text)
+        return cls(mesh, spec_from_hlo(mesh, text))
 
 
 def spec_entry(axes: DimAxes):
@@ -259,22 +266,3 @@ def spec_entry(axes: DimAxes):
 def axes_text(axes: DimAxes, unsplit: str = "-") -> str:
     """How every text view names one dim's axes: `x`, `(x,y)`, or `unsplit`."""
     return unsplit if not axes else axes[0] if len(axes) == 1 else f"({','.join(axes)})"
-
-
-def candidate_specs(mesh: Mesh, tiles: Sequence[int]):
-    """Every spec on `mesh` whose per-dim shard counts equal `tiles` (size-1 axes unused)."""
-    axes = [a for a in mesh.axis_names if mesh.axis_size(a) > 1]
-
-    def assign(dim: int, free: tuple[str, ...]):
-        if dim == len(tiles):
-            yield ()
-            return
-        for k in range(len(free) + 1):
-            for chosen in itertools.permutations(free, k):
-                if int(np.prod([mesh.axis_size(a) for a in chosen], dtype=int)) != tiles[dim]:
-                    continue
-                rest = tuple(a for a in free if a not in chosen)
-                for tail in assign(dim + 1, rest):
-                    yield (chosen, *tail)
-
-    yield from assign(0, tuple(axes))
