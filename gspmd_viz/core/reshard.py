@@ -16,233 +16,21 @@ starts at i * ceil(N/S). Gathering or slicing only some axes of a dim keeps that
 when the shards nest (`_nests`); otherwise the plan gathers the whole dim first.
 """
 
-import dataclasses
 import heapq
 import itertools
-import math
-from typing import NamedTuple
 
 import numpy as np
 
-from gspmd_viz.core.collective import Collective, total_wire_bytes, wire_bytes
+from gspmd_viz.core.collective import Collective, total_wire_bytes
+from gspmd_viz.core.moves import Mover, Step, state_key
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.units import format_bytes
-
-Spec = tuple[tuple[str, ...], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """One resharding step; `dims` = (dim,) or, for all-to-all, (split dim, concat dim)."""
-
-    kind: str
-    axes: tuple[str, ...]
-    dims: tuple[int, ...]
-    before: Sharding
-    after: Sharding
-    collective: Collective | None = None
-
-    @property
-    def wire_bytes(self) -> float:
-        return self.collective.wire_bytes if self.collective else 0.0
-
-
-def _ceil(n: int, k: int) -> int:
-    return -(-n // k)
-
-
-def _nests(n: int, outer: int, inner: int) -> bool:
-    """Do the shards of a dim of size n split `outer` ways nest into `outer * inner` ways?"""
-    return outer == 1 or _ceil(n, outer) == inner * _ceil(n, outer * inner)
-
-
-class _Move(NamedTuple):
-    kind: str
-    axes: tuple[str, ...]
-    dims: tuple[int, ...]
-    new: tuple  # the (spec, unreduced) state it leads to
-    operand: tuple[int, ...] | None  # per-device operand shape (None: slice)
-
-
-class _Mover:
-    """Moves from one (spec, unreduced) state to the next, with their bytes. Plain tuples
-    while searching; Steps (with Shardings and Collectives) only for the chosen path."""
-
-    def __init__(self, mesh, shape, dtype, source: str):
-        self.mesh, self.shape, self.dtype, self.source = mesh, tuple(shape), dtype, source
-        self.sizes = mesh.shape
-
-    def sharding(self, state) -> Sharding:
-        return Sharding(self.mesh, state[0], state[1])
-
-    def size(self, axes) -> int:
-        return math.prod(self.sizes[a] for a in axes)
-
-    def local(self, spec) -> list[int]:
-        return [_ceil(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
-
-    def nests(self, dim: int, prefix, extra) -> bool:
-        return _nests(self.shape[dim], self.size(prefix), self.size(extra))
-
-    def cost(self, move: _Move) -> float:
-        if move.operand is None:
-            return 0.0
-        nbytes = self.dtype.itemsize * math.prod(move.operand)
-        group = 2 if move.kind == "collective-permute" else self.size(move.axes)
-        return wire_bytes(move.kind, nbytes, group)
-
-    def step(self, state, move: _Move) -> Step:
-        collective = None
-        if move.operand is not None:
-            group = 2 if move.kind == "collective-permute" else self.size(move.axes)
-            collective = Collective(
-                move.kind, move.axes, move.operand, self.dtype, group, self.source, move.dims
-            )
-        before, after = self.sharding(state), self.sharding(move.new)
-        return Step(move.kind, move.axes, move.dims, before, after, collective)
-
-    def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
-        """The operand of a collective that splits `dim` over `axes`: padded to divide."""
-        operand = self.local(spec)
-        operand[dim] = self.size(axes) * self.local(new)[dim]
-        return tuple(operand)
-
-    # --- one generator per kind of move ---------------------------------------------------
-    def slices(self, state, dst):
-        spec, unreduced = state
-        used = {a for axes in spec for a in axes} | unreduced
-        for d, extra in _growth(spec, dst):
-            for k in range(1, len(extra) + 1):
-                axes = extra[:k]
-                if used & set(axes) or not self.nests(d, spec[d], axes):
-                    break
-                new = (_set(spec, d, spec[d] + axes), unreduced)
-                yield _Move("slice", axes, (d,), new, None)
-
-    def reduce_scatters(self, state, dst):
-        spec, unreduced = state
-        todo = unreduced - dst.unreduced
-        for d, extra in _growth(spec, dst):
-            for k in range(1, len(extra) + 1):
-                axes = extra[:k]
-                if not set(axes) <= todo or not self.nests(d, spec[d], axes):
-                    break
-                new_spec = _set(spec, d, spec[d] + axes)
-                operand = self.padded(spec, new_spec, d, axes)
-                yield _Move(
-                    "reduce-scatter", axes, (d,), (new_spec, unreduced - set(axes)), operand
-                )
-
-    def all_reduces(self, state, dst):
-        spec, unreduced = state
-        todo = [a for a in self.mesh.axis_names if a in unreduced - dst.unreduced]
-        for k in range(1, len(todo) + 1):
-            for axes in itertools.combinations(todo, k):
-                new = (spec, unreduced - set(axes))
-                yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
-
-    def all_gathers(self, state, dst):
-        spec, unreduced = state
-        for d, cur in enumerate(spec):
-            for k in range(1, len(cur) + 1):
-                keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
-                if self.nests(d, keep, axes):
-                    new = (_set(spec, d, keep), unreduced)
-                    yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
-
-    def all_to_alls(self, state, dst):
-        spec, unreduced = state
-        growth = dict(_growth(spec, dst))
-        for d, cur in enumerate(spec):
-            for k in range(1, len(cur) + 1):
-                keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
-                for e, extra in growth.items():
-                    if e == d or extra[:k] != axes:
-                        continue
-                    if not (self.nests(d, keep, axes) and self.nests(e, spec[e], axes)):
-                        continue
-                    new_spec = _set(_set(spec, d, keep), e, spec[e] + axes)
-                    operand = self.padded(spec, new_spec, e, axes)
-                    yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
-
-    def permutes(self, state, dst):
-        """Straight to dst when every dst shard lies inside one src shard: the holder slices it
-        out and sends it (same tiling in another device order has nothing to slice). Or, on the
-        way, reorder each dim's axes so those dst keeps there come first: then only the minor
-        axes need gathering (# XLA: reshard by collective-permute before an all-gather)."""
-        spec, unreduced = state
-        if unreduced or dst.unreduced:
-            return
-        goal = _key(dst, len(self.shape))[0]
-        for target in dict.fromkeys((goal, _dst_major(spec, goal))):
-            if target != spec and self.inside(spec, target):
-                roles = _roles(spec), _roles(target)
-                axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
-                new = (target, unreduced)
-                yield _Move("collective-permute", axes, (), new, tuple(self.local(target)))
-
-    def inside(self, spec, target) -> bool:
-        """Does every shard of `target` lie inside one shard of `spec`?"""
-        for n, have, want in zip(self.shape, spec, target, strict=True):
-            s, t = self.size(have), self.size(want)
-            if t % s or (t != s and n % t):
-                return False  # a target shard would straddle two spec shards
-        return True
-
-    def moves(self, state, dst):
-        for gen in (
-            self.slices,
-            self.reduce_scatters,
-            self.all_reduces,
-            self.all_to_alls,
-            self.all_gathers,
-            self.permutes,
-        ):
-            yield from gen(state, dst)
-
-
-def _roles(spec) -> dict[str, tuple[int, int]]:
-    """axis -> (tensor dim, position within the dim's axes)."""
-    return {a: (d, i) for d, axes in enumerate(spec) for i, a in enumerate(axes)}
-
-
-def _dst_major(spec, goal):
-    """spec with each dim's axes reordered: the longest prefix of goal's axes there comes first."""
-    out = []
-    for have, want in zip(spec, goal, strict=True):
-        lead = []
-        for a in want:
-            if a not in have:
-                break
-            lead.append(a)
-        out.append(tuple(lead) + tuple(a for a in have if a not in lead))
-    return tuple(out)
-
-
-def _set(spec, dim, axes):
-    return spec[:dim] + (tuple(axes),) + spec[dim + 1 :]
-
-
-def _growth(spec, dst: Sharding):
-    """(dim, axes dst wants after the current ones) for dims whose axes are a prefix of dst's."""
-    for d, cur in enumerate(spec):
-        want = dst.dim_axes(d)
-        if want[: len(cur)] == cur and len(want) > len(cur):
-            yield d, want[len(cur) :]
-
-
-def _key(sharding: Sharding, ndim: int):
-    """(spec, unreduced) without size-1 mesh axes: they split nothing and sum nothing, so
-    shardings that differ only there hold the same data on every device."""
-    size = sharding.mesh.shape
-    spec = tuple(tuple(a for a in sharding.dim_axes(d) if size[a] > 1) for d in range(ndim))
-    return spec, frozenset(a for a in sharding.unreduced if size[a] > 1)
 
 
 def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[Step]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
-    mover = _Mover(src.mesh, shape, dtype, source)
-    start, goal = _key(src, len(shape)), _key(dst, len(shape))
+    mover = Mover(src.mesh, shape, dtype, source)
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
     dst = mover.sharding(goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -315,7 +103,7 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     shape = tuple(int(n) for n in shape)
     _check(src, dst, shape)
     dtype = np.dtype(dtype)
-    if _key(src, len(shape)) == _key(dst, len(shape)):
+    if state_key(src, len(shape)) == state_key(dst, len(shape)):
         return ReshardPlan(src, dst, shape, dtype, [])
     return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))
 
