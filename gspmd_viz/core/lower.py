@@ -1,4 +1,5 @@
-"""Local lowering: run one equation on local (padded) shards instead of global arrays.
+"""Local lowering, as data: how one equation is rewritten to run on local (padded) shards
+(kernels.py runs it).
 
 Reads the equation's registry entry (registry.py), never its name: result_shape and
 operand_sizes params are rewritten for local shapes, a counting_dim gets the shard's offset,
