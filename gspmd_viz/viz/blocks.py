@@ -12,6 +12,7 @@ from math import prod
 import numpy as np
 
 from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,6 @@ def device_label(devices, limit: int = 6) -> str:
     return f"{shown},…+{len(devices) - limit + 1}"
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def summary(sharding: Sharding, shape, dtype="float32") -> str:
     """One line: type with sharding, mesh, shards x replicas, per-device allocation."""
     shape = tuple(shape)
@@ -97,7 +90,7 @@ def summary(sharding: Sharding, shape, dtype="float32") -> str:
     return (
         f"{sharding.describe(shape, dtype)} on {sharding.mesh!r}: {tiles} shard(s) x "
         f"{replicas} replica(s); each device allocates {local} = "
-        f"{_bytes(sharding.shard_bytes(shape, dtype))}"
+        f"{format_bytes(sharding.shard_bytes(shape, dtype))}"
     )
 
 
@@ -108,10 +101,10 @@ def layout_text(sharding: Sharding, shape, dtype="float32", max_lines: int = 16)
     lines = [summary(sharding, shape, dtype)]
     width = max(len(b.box()) for b in rows)
     for b in rows[:max_lines]:
-        pad = f" + {_bytes(b.padding * itemsize)} padding" if b.padding else ""
+        pad = f" + {format_bytes(b.padding * itemsize)} padding" if b.padding else ""
         lines.append(
             f"  block {b.box():<{width}}  on devices {device_label(b.devices):<12} "
-            f"{_bytes(b.size * itemsize)}{pad}"
+            f"{format_bytes(b.size * itemsize)}{pad}"
         )
     if len(rows) > max_lines:
         lines.append(f"  … {len(rows) - max_lines} more blocks")
