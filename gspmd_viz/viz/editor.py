@@ -29,7 +29,7 @@ from gspmd_viz.viz.notation import (
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
 # The figure of the last good state stays on screen, greyed out, while the input is bad.
-STYLE = "<style>.gv-stale{opacity:.35;filter:grayscale(1);transition:opacity .2s}</style>"
+STYLE = "<style>.gv-stale{opacity:.35;filter:grayscale(1)}</style>"
 
 
 def inline_errors(handler):
@@ -172,6 +172,10 @@ class ShardingEditor(widgets.VBox):
 
     def _build_dims(self, mesh, shape, old) -> None:
         options = axis_options(mesh.axis_names)
+        if len(shape) == len(self.dims) and all(dd.options == tuple(options) for dd in self.dims):
+            for d, (dd, n) in enumerate(zip(self.dims, shape, strict=True)):
+                dd.description = f"dim {d} ({n})"  # same choices: keep the dropdowns
+            return
         values = [v for _, v in options]
         self.dims = []
         for d, n in enumerate(shape):

@@ -36,6 +36,7 @@ HIDE_STATIC_WHEN_LIVE = (
     ".output_area:has(.gv-live) + .output_area{display:none}</style>"
 )
 STATIC_TEXT = "[static picture of the widget above, as this cell left it]"
+LIVE_TEXT = "[live widget: run the lesson to use it; below is a picture of its last state]"
 
 
 def chromium() -> str | None:
@@ -117,5 +118,6 @@ def show(obj) -> None:
         return
     live = widgets.VBox([_live_view(obj), widgets.HTML(HIDE_STATIC_WHEN_LIVE)])
     live.add_class("gv-live")
-    display(live)
+    bundle = live._repr_mimebundle_()  # the widget view, with a readable text fallback
+    display({**bundle, "text/plain": LIVE_TEXT}, raw=True)
     display(static_bundle(_static_of(obj), STATIC_TEXT), raw=True)
