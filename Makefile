@@ -1,4 +1,4 @@
-# Two commands do everything on a fresh Debian machine: `make lab` and `make test`.
+# On a fresh Debian machine: `make lab`, `make test` and `make html` do everything.
 VENV     := .venv
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed

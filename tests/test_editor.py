@@ -135,6 +135,7 @@ def _assert_failed_inline(e: ShardingEditor, before: gv.Sharding, words: str) ->
     assert words in e.error and "gv-error" in e.message.value
     assert "\n" not in e.error  # one line
     assert e.sharding == before and "gv-stale" in e.plot._dom_classes  # last good state, greyed
+    assert "gv-stale" in e.notation._dom_classes
 
 
 def test_every_control_through_every_option_keeps_controls_and_display_in_sync():

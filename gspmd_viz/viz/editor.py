@@ -205,7 +205,8 @@ class ShardingEditor(widgets.VBox):
         self._render(sharding, shape)
         self.mesh, self.shape, self.sharding, self.error = mesh, shape, sharding, ""
         self.message.value = ""
-        self.plot.remove_class("gv-stale")
+        for view in (self.plot, self.notation):
+            view.remove_class("gv-stale")
         self._quiet = True
         try:  # the HloSharding box always spells what is drawn
             self.hlo_text.value = sharding.to_hlo(len(shape))
@@ -217,7 +218,8 @@ class ShardingEditor(widgets.VBox):
         self.message.value = (
             f"<span class='gv-error' style='color:#b00020'>⚠ {html.escape(self.error)}</span>"
         )
-        self.plot.add_class("gv-stale")
+        for view in (self.plot, self.notation):
+            view.add_class("gv-stale")  # the last good state, greyed: not what the controls say
 
     def _render(self, sharding: Sharding, shape) -> None:
         """Compute every view of `sharding` first, then show them (all or nothing)."""
