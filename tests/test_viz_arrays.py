@@ -85,8 +85,11 @@ def test_device_labels_are_drawn_above_the_padding_hatching():
 def test_64_shards_get_64_distinct_colours():
     assert len(set(PALETTE)) == len(PALETTE) == 64
     s = gv.Sharding(gv.Mesh({"x": 8, "y": 8}), ("x", "y"))
-    bars = next(t for t in layout_figure(s, (16, 16)).data if isinstance(t, go.Bar))
-    assert len(set(bars.marker.color)) == 64
+    fig = layout_figure(s, (16, 16))
+    bars = next(t for t in fig.data if isinstance(t, go.Bar))
+    assert sorted(set(bars.marker.color)) == list(range(64))  # one colour number per shard
+    heat = next(t for t in fig.data if isinstance(t, go.Heatmap))
+    assert bars.marker.colorscale == heat.colorscale  # bars and blocks share the colours
 
 
 def test_title_and_readable_subtitle():

@@ -167,8 +167,12 @@ def _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, bottom)
             x=x,
             y=y,
             text=grid["text"],
-            customdata=grid["hover"],
-            hovertemplate="%{customdata}<extra></extra>",
+            # big facets hover the device list only: the long per-block text would cost the
+            # 4096-device frame ~0.5 MB
+            customdata=grid["hover"] if labels else None,
+            hovertemplate="%{customdata}<extra></extra>"
+            if labels
+            else "devices %{text}<extra></extra>",
             colorscale=_colorscale(),
             zmin=-0.5,
             zmax=len(PALETTE) - 0.5,
@@ -234,13 +238,16 @@ def _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, row) -> None:
     devices = list(range(sharding.mesh.size))
     fig.add_trace(
         go.Bar(
-            x=devices,
-            y=[held[d].size * itemsize for d in devices],
-            marker={
-                "color": [PALETTE[colour_index(held[d], tiles)] for d in devices],
+            x=np.arange(len(devices)),
+            y=np.array([held[d].size * itemsize for d in devices]),
+            marker={  # colour numbers through the blocks' colour scale: no 4096 colour strings
+                "color": np.array([colour_index(held[d], tiles) for d in devices]),
+                "colorscale": _colorscale(),
+                "cmin": -0.5,
+                "cmax": len(PALETTE) - 0.5,
                 "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},
             },
-            customdata=[held[d].box() for d in devices],
+            customdata=np.array([held[d].box() for d in devices], dtype=object),
             hovertemplate="device %{x}: %{y} B of block %{customdata}<extra></extra>",
             name="bytes",
         ),
