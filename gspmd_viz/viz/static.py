@@ -71,8 +71,8 @@ def plotly_png(figure: go.Figure, timeout: float = 60) -> bytes | None:
 
 
 def _svg(obj) -> str | None:
-    if isinstance(obj, str) and "<svg" in obj:
-        return obj[obj.index("<svg") :]
+    if isinstance(obj, str) and "<svg" in obj and "</svg>" in obj:  # SVG, or HTML holding one
+        return obj[obj.index("<svg") : obj.rindex("</svg>") + len("</svg>")]
     if hasattr(obj, "pipe") and hasattr(obj, "source"):  # a graphviz graph
         return obj.pipe(format="svg").decode()
     return None
