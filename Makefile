@@ -1,4 +1,4 @@
-# Two commands do everything on a fresh Debian machine: `make lab` and `make test`.
+# On a fresh Debian machine: `make lab`, `make test` and `make html` do everything.
 VENV     := .venv
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
@@ -12,7 +12,11 @@ TEST_ENV := HOME=$(TEST_HOME) JUPYTER_CONFIG_DIR=$(TEST_HOME)/jupyter-config \
             JUPYTER_DATA_DIR=$(TEST_HOME)/jupyter-data JUPYTER_RUNTIME_DIR=$(TEST_HOME)/jupyter-runtime \
             IPYTHONDIR=$(TEST_HOME)/ipython MPLCONFIGDIR=$(TEST_HOME)/mpl PYDEVD_DISABLE_FILE_VALIDATION=1
 
-.PHONY: lab test lint venv debs-lab debs-test
+# `make lab` serves a working copy of the lessons: autosave never rewrites the committed ones.
+LAB_DIR  := lab-work
+TOKEN    := $(shell python3 -c 'import secrets; print(secrets.token_hex(16))')
+
+.PHONY: lab test lint venv debs-lab debs-test html
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,8 +33,17 @@ debs-test: debs-lab
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 lab: $(STAMP) debs-lab
-	@echo "Open http://127.0.0.1:$(PORT)/lab/tree/01_sharding.ipynb (the URL with its token is printed below)"
-	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) $(ROOT_OK) --notebook-dir=notebooks
+	@mkdir -p $(LAB_DIR) && for f in notebooks/*.ipynb; do \
+		[ -e $(LAB_DIR)/$${f##*/} ] || cp $$f $(LAB_DIR)/; done  # new lessons join; edits stay
+	@echo "Lessons: a working copy in $(LAB_DIR)/ (delete a file there to get the committed one back)"
+	@echo "Open http://127.0.0.1:$(PORT)/lab/tree/01_sharding.ipynb?token=$(TOKEN)"
+	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) $(ROOT_OK) \
+		--ServerApp.port_retries=0 --IdentityProvider.token=$(TOKEN) --notebook-dir=$(LAB_DIR)
+
+# Every lesson as a self-contained page (reads offline) in build/html, rebuilt each run.
+html: $(STAMP)
+	rm -rf build/html
+	$(PY) -m gspmd_viz.viz.export notebooks build/html
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gspmd_viz tests benchmarks

@@ -197,9 +197,17 @@ def _top2_gating(logits, capacity: int):
     return combine  # [G, S, E, C]
 
 
+def moe_capacity(group_size: int, experts: int, capacity_factor: float = 2.0) -> int:
+    """Expert capacity C as GShard computes it: int(S * factor / E); when that exceeds the
+    default of 4 it is rounded up to a multiple of 4, else C stays 4.
+    # lingvo: gshard_layers.Top2GatingOnLogits (expert_capacity_dim, capacity_factor)"""
+    auto = int(group_size * capacity_factor / experts)
+    return max(4, -(-auto // 4) * 4)
+
+
 def moe(ann):
     G, S, M, E, H = 4, 8, 16, 4, 32
-    C = max(4, -(-2 * S // E + 3) // 4 * 4)  # capacity: 2S/E, >= 4, multiple of 4
+    C = moe_capacity(S, E)  # top-2: room for 2S/E tokens per expert and group
 
     def layer(x, wg, wi, wo):
         x = ann(x, "x")  # [G/x, S, M]

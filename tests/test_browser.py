@@ -1,12 +1,17 @@
-"""Lesson 01 in a real browser: JupyterLab + headless Debian Chromium driven by Playwright.
+"""The lessons in a real browser: JupyterLab + headless Debian Chromium driven by Playwright.
 
-Runs every cell, finds the sharding editor, changes a dropdown and waits until the kernel has
-redrawn the layout. Screenshots land in test-output/ (gitignored). Everything the server and
-the browser write goes to a temp HOME; the server is stopped by its PID.
+For each lesson with a driver in DRIVERS: open it as committed (un-run: the static pictures must
+show), clear every output, run all cells in a fresh kernel, then let the lesson's driver work
+its widgets (every control, bad values, inline messages). Afterwards no cell may show an error
+and the JupyterLab log console (where exceptions from widget callbacks land) must be empty.
+Screenshots land in test-output/ (gitignored); redraw times are printed (run with -s).
+Everything the server and the browser write goes to a temp HOME; the server is stopped by its
+PID. To add a lesson: write `drive_NN(page, shot)` and register it in DRIVERS.
 """
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -126,7 +131,171 @@ def _wait_idle(page, timeout_ms: int) -> None:
     page.get_by_text("Idle", exact=False).locator("visible=true").first.wait_for(timeout=timeout_ms)
 
 
-def test_lesson01_runs_and_the_editor_redraws_through_the_kernel(lab):
+def _run_all_fresh(page, timeout_ms: int = 180_000) -> None:
+    """Clear the committed outputs, run every cell, wait until none is still queued or running."""
+    from playwright.sync_api import expect
+
+    _menu(page, "Edit", "Clear Outputs of All Cells")
+    expect(page.locator(".jp-Cell .jp-OutputArea-output")).to_have_count(0)
+    _menu(page, "Run", "Run All Cells")
+    page.wait_for_timeout(1000)
+    prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
+    page.wait_for_function(
+        """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+                   return p.length && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""",
+        timeout=timeout_ms,
+    )
+    expect(prompts.first).to_contain_text("[1]")
+    _wait_idle(page, timeout_ms)
+
+
+def _open_log_console(page):
+    _menu(page, "View", "Show Log Console")
+    console = page.locator(".jp-LogConsole")
+    console.first.wait_for(timeout=30_000)
+    return console
+
+
+class Timer:
+    """Time from a control change to the redrawn figure, as the learner sees it: the page is
+    checked every animation frame (Playwright's own expect polls too slowly to time this)."""
+
+    def __init__(self, page, title_selector: str) -> None:
+        self.page, self.selector, self.ms = page, title_selector, []
+
+    def redraw(self, act, text: str) -> None:
+        start = time.perf_counter()
+        act()
+        self.page.wait_for_function(
+            "([sel, text]) => (document.querySelector(sel)?.textContent || '').includes(text)",
+            arg=[self.selector, text],
+            polling="raf",
+            timeout=30_000,
+        )
+        self.ms.append(1e3 * (time.perf_counter() - start))
+
+    def report(self, name: str) -> str:
+        ms = sorted(self.ms)
+        return (
+            f"{name}: {len(ms)} redraws, median {ms[len(ms) // 2]:.0f} ms, max {ms[-1]:.0f} ms "
+            "(control change -> new figure title in the page)"
+        )
+
+
+# --- lesson 01 ---------------------------------------------------------------------------
+DTYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int8": "s8",
+          "int32": "s32", "float64": "f64"}  # fmt: skip
+
+
+def _editor_parts(editor):
+    return {
+        "title": editor.locator(".js-plotly-plot .gtitle"),
+        "message": editor.locator(".gv-error, .gv-ok"),
+        "notations": editor.locator(".gv-notations"),
+        "plot": editor.locator(".gv-layout-plot"),
+        "mesh": editor.locator("input[placeholder='x=2, y=4']"),
+        "shape": editor.locator("input[placeholder='8, 6']"),
+        "hlo": editor.locator("input[placeholder^='paste']"),
+    }
+
+
+def _type(box, text: str) -> None:
+    box.fill(text)
+    box.press("Enter")
+
+
+def _change_and_wait(timer, title, box, text: str, expected_title: str) -> None:
+    timer.redraw(lambda: _type(box, text), expected_title)
+
+
+def _assert_inline_error(parts, words: str) -> None:
+    from playwright.sync_api import expect
+
+    expect(parts["message"]).to_contain_text(words, timeout=30_000)
+    expect(parts["plot"]).to_have_class(re.compile("gv-stale"), timeout=30_000)
+    opacity = parts["plot"].evaluate("e => Number(getComputedStyle(e).opacity)")
+    assert opacity < 0.5  # the stale figure is greyed out, not left looking current
+
+
+def drive_01(page, shot) -> str:
+    from playwright.sync_api import expect
+
+    editor = page.locator(".gv-sharding-editor")
+    expect(editor).to_have_count(1, timeout=30_000)
+    # live widget on the page: its static picture (the next output) is hidden
+    expect(page.locator(".jp-OutputArea-child:has(.gv-live) + .jp-OutputArea-child")).to_be_hidden()
+    parts, timer = _editor_parts(editor), Timer(page, ".gv-sharding-editor .gtitle")
+    title = parts["title"]
+    expect(title).to_contain_text("f32[8@x, 8] on Mesh(x=2, y=4)", timeout=30_000)
+    expect(parts["notations"]).to_contain_text("P('x', None)")
+    dtype = editor.locator(".widget-dropdown select").nth(0)
+    dim = [editor.locator(f".gv-dim-{d} select") for d in range(2)]
+    for label in [*list(DTYPES)[1:], "float32"]:  # every dtype, each one a real change
+        timer.redraw(lambda label=label: dtype.select_option(label), f"{DTYPES[label]}[8@x, 8]")
+    options = {"x": "8@x", "y": "8@y", "x then y": "8@(x,y)", "y then x": "8@(y,x)"}
+    options["— (not split)"] = "8"
+    dim[0].select_option("— (not split)")
+    for d in (1, 0):  # every option of each dim, the other dim not split
+        for label, text in options.items():
+            expected = f"f32[{text}, 8]" if d == 0 else f"f32[8, {text}]"
+            timer.redraw(lambda label=label, d=d: dim[d].select_option(label), expected)
+    dim[0].select_option("x")
+    dim[1].select_option("x")  # mesh axis used twice: inline message, stale figure greyed
+    _assert_inline_error(parts, "used twice")
+    editor.evaluate("e => e.scrollIntoView({block: 'start'})")
+    shot("01-error-greyed")
+    dim[1].select_option("y")
+    expect(title).to_contain_text("f32[8@x, 8@y]", timeout=30_000)
+    expect(parts["plot"]).not_to_have_class(re.compile("gv-stale"))
+    for box, bad, words, good in (
+        ("mesh", "x=2, x=4", "named twice", "x=2, y=4"),
+        ("mesh", "__import__('os')", "cannot read mesh axis", "x=2, y=4"),
+        ("shape", "7, six", "cannot read the shape", "8, 8"),
+        ("shape", "1, 2, 3, 4, 5", "ranks 1 to 4", "8, 8"),
+        ("hlo", "{devices=[2,2]0,1,2}", "lists 3 devices", "{devices=[2,4]<=[8]}"),
+        ("hlo", "{maximal device=3}", "one device", "{devices=[2,4]<=[8]}"),
+    ):
+        _type(parts[box], bad)
+        _assert_inline_error(parts, words)
+        _type(parts[box], good)  # fixing the box that was wrong brings the figure back
+        expect(parts["plot"]).not_to_have_class(re.compile("gv-stale"), timeout=30_000)
+        expect(title).to_contain_text("f32[8@x, 8@y] on Mesh(x=2, y=4)")
+    _change_and_wait(timer, title, parts["shape"], "7, 6", "f32[7@x, 6@y]")
+    dim[0].select_option("y then x")
+    dim[1].select_option("— (not split)")
+    expect(title).to_contain_text("f32[7@(y,x), 6]", timeout=30_000)
+    editor.evaluate("e => e.scrollIntoView({block: 'start'})")
+    shot("01-uneven")
+    # the lesson's "Try" step: the 4x2 mesh first, then the iota string
+    _change_and_wait(timer, title, parts["mesh"], "a=4, b=2", "Mesh(a=4, b=2)")
+    _type(parts["hlo"], "{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
+    expect(parts["message"]).to_contain_text("read {devices=[2,1,4]", timeout=30_000)
+    expect(title).to_contain_text("f32[7@b, 6] on Mesh(a=4, b=2)", timeout=30_000)
+    expect(parts["hlo"]).to_have_value("{devices=[2,1,4]0,2,4,6,1,3,5,7 last_tile_dim_replicate}")
+    _change_and_wait(timer, title, parts["mesh"], "x=8, y=8", "Mesh(x=8, y=8)")
+    _change_and_wait(timer, title, parts["shape"], "16, 16", "f32[16")
+    dim[0].select_option("x")
+    dim[1].select_option("y")
+    expect(title).to_contain_text("f32[16@x, 16@y] on Mesh(x=8, y=8)", timeout=30_000)
+    editor.locator(".gv-layout-plot").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(300)
+    shot("01-64-devices")
+    _type(parts["mesh"], "x=2, y=4")
+    _type(parts["shape"], "7, 6")
+    dim[0].select_option("x")
+    dim[1].select_option("y")
+    expect(title).to_contain_text("f32[7@x, 6@y] on Mesh(x=2, y=4)", timeout=30_000)
+    editor.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(500)
+    shot("lesson01")
+    return timer.report("lesson 01 editor")
+
+
+DRIVERS = {"01_sharding": drive_01}
+
+
+@pytest.mark.parametrize("lesson", sorted(DRIVERS))
+def test_lesson_widgets_in_the_browser(lab, lesson):
     from playwright.sync_api import expect, sync_playwright
 
     url, env = lab
@@ -137,39 +306,33 @@ def test_lesson01_runs_and_the_editor_redraws_through_the_kernel(lab):
         )
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{url}/lab/tree/01_sharding.ipynb")
+
+            def shot(name: str) -> None:
+                page.screenshot(path=str(OUT / f"{name}.png"))
+
+            page.goto(f"{url}/lab/tree/{lesson}.ipynb")
             page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
             _wait_idle(page, 60_000)
             page.keyboard.press("Control+b")  # hide the file browser: more room for the lesson
-            # The committed outputs are cleared first, so each output seen below was computed
-            # by this kernel; the last cell's output then proves every cell ran.
-            last_output = page.locator(".jp-OutputArea-output", has_text="y-block 63 is empty")
-            expect(last_output).to_have_count(1)  # as committed
-            _menu(page, "Edit", "Clear Outputs of All Cells")
-            expect(last_output).to_have_count(0)
-            _menu(page, "Run", "Run All Cells")
-            expect(last_output).to_have_count(1, timeout=90_000)
-            editor = page.locator(".gv-sharding-editor")
-            expect(editor).to_have_count(1, timeout=30_000)
-            errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+            # un-run, as committed: no live widget, so each widget cell's static picture shows
+            static = page.locator(".jp-OutputArea-output[data-mime-type='image/png'] img")
+            expect(static.first).to_be_attached(timeout=30_000)
+            static.last.scroll_into_view_if_needed()
+            expect(static.last).to_be_visible()
+            page.wait_for_timeout(500)
+            shot(f"{lesson}-unrun")
+            _run_all_fresh(page)
+            errors = page.locator(
+                ".jp-Notebook [data-mime-type='application/vnd.jupyter.stderr'], "
+                ".jp-Notebook .jp-OutputArea-output[data-mime-type*='error']"
+            )
             expect(errors).to_have_count(0)
-            notations = editor.locator(".gv-notations")
-            title = editor.locator(".js-plotly-plot .gtitle")
-            expect(notations).to_contain_text("P('x', None)")
-            expect(title).to_contain_text("f32[8@x, 8] on Mesh(x=2, y=4)", timeout=30_000)
-
-            editor.locator(".gv-dim-1 select").select_option(label="y")
-
-            # Only the kernel can redraw: the widget round-trips through the comm.
-            expect(notations).to_contain_text("{devices=[2,4]0,1,2,3,4,5,6,7}", timeout=30_000)
-            expect(title).to_contain_text("f32[8@x, 8@y] on Mesh(x=2, y=4)", timeout=30_000)
-            shape = editor.locator("input[placeholder='8, 6']")  # the tensor shape box
-            shape.fill("7, 6")
-            shape.press("Enter")
-            expect(title).to_contain_text("f32[7@x, 6@y] on Mesh(x=2, y=4)", timeout=30_000)
-            editor.evaluate("e => e.scrollIntoView({block: 'start'})")
-            page.wait_for_timeout(500)  # let plotly finish its transition
-            page.screenshot(path=str(OUT / "lesson01.png"))
+            print(DRIVERS[lesson](page, shot))
+            expect(errors).to_have_count(0)
+            console = _open_log_console(page)  # it keeps what was logged while closed
+            expect(console).to_contain_text("No log messages")
+            entries = console.locator(".jp-OutputArea-child")
+            assert entries.count() == 0, entries.all_inner_texts()
         finally:
             browser.close()
-    assert (OUT / "lesson01.png").stat().st_size > 10_000
+    assert (OUT / f"{lesson}-unrun.png").stat().st_size > 10_000

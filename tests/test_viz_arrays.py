@@ -8,7 +8,7 @@ from hypothesis import given
 from strategies import sharded_shapes
 
 import gspmd_viz as gv
-from gspmd_viz.viz.arrays import MAX_FACETS, layout_figure
+from gspmd_viz.viz.arrays import MAX_FACETS, PALETTE, layout_figure
 from gspmd_viz.viz.blocks import blocks, device_label, layout_text
 
 
@@ -56,16 +56,48 @@ def test_figure_draws_the_blocks_and_bytes_of_the_sharding(case):
     keys = _facet_keys(sharding, shape)
     assert len(heatmaps) == len(keys)
     local = sharding.shard_shape(shape)
+    labels = [t for t in fig.data if t.name == "device labels"]
     for heat, key in zip(heatmaps, keys, strict=True):
         text = np.asarray(heat.text)
         drawn = {rc: text[rc] for rc in np.ndindex(*text.shape)}
-        assert drawn == _oracle_cells(sharding, shape, tuple(int(i) for i in key))
+        oracle = _oracle_cells(sharding, shape, tuple(int(i) for i in key))
+        assert drawn == oracle
+        if labels:  # printed labels: the same devices, one per block
+            assert sorted(labels.pop(0).text) == sorted(oracle.values())
         assert list(heat.x) == [
             i * local[-1] for i in range(sharding.dim_shards(len(shape) - 1) + 1)
         ]
+    assert labels == []
     bars = next(t for t in fig.data if isinstance(t, go.Bar))
     assert list(bars.y) == list(sharding.device_bytes(shape, np.float32).values())
     assert list(bars.x) == list(range(sharding.mesh.size))
+    if sharding.mesh.size <= 64:  # every device's bar is labelled, not every other one
+        assert list(fig.layout["xaxis" + bars.xaxis[1:]].tickvals) == list(bars.x)
+
+
+def test_device_labels_are_drawn_above_the_padding_hatching():
+    s = gv.Sharding(gv.Mesh({"x": 2, "y": 4}), ("x", "y"))
+    names = [t.name for t in layout_figure(s, (7, 6)).data]
+    assert "padding" in names
+    assert names.index("device labels") > max(i for i, n in enumerate(names) if n == "padding")
+
+
+def test_64_shards_get_64_distinct_colours():
+    assert len(set(PALETTE)) == len(PALETTE) == 64
+    s = gv.Sharding(gv.Mesh({"x": 8, "y": 8}), ("x", "y"))
+    fig = layout_figure(s, (16, 16))
+    bars = next(t for t in fig.data if isinstance(t, go.Bar))
+    assert sorted(set(bars.marker.color)) == list(range(64))  # one colour number per shard
+    heat = next(t for t in fig.data if isinstance(t, go.Heatmap))
+    assert bars.marker.colorscale == heat.colorscale  # bars and blocks share the colours
+
+
+def test_title_and_readable_subtitle():
+    s = gv.Sharding(gv.Mesh({"x": 2, "y": 4}), ("x", None))
+    title = layout_figure(s, (7, 6)).layout.title
+    assert title.text == "f32[7@x, 6] on Mesh(x=2, y=4)"
+    assert "each device allocates f32[4,6] = 96 B" in title.subtitle.text
+    assert title.subtitle.font.size >= 12
 
 
 @given(sharded_shapes(max_devices=64, max_rank=2))

@@ -12,13 +12,24 @@ from itertools import product
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.viz.blocks import Block, blocks, device_label, summary
 
-PALETTE = qualitative.Set3 + qualitative.Pastel2  # 20 soft colours, dark text stays readable
+
+def _palette(hues: int = 16, stride: int = 5) -> list[str]:
+    """64 distinct soft colours (16 hues x 4 tones) for dark text; consecutive shards are 5
+    hues apart, so neighbours never look alike. Beyond 64 shards colours repeat."""
+    tones = ((70, 82), (55, 70), (60, 90), (45, 62))  # (saturation %, lightness %)
+    return [
+        f"hsl({(i * stride % hues) * 360 // hues},{sat}%,{light}%)"
+        for sat, light in tones
+        for i in range(hues)
+    ]
+
+
+PALETTE = _palette()
 MAX_FACETS = 8  # per leading dim; more blocks than this are summarised in the facet title
 MAX_LABELS = 64  # cells per facet that still get a printed device label
 PAD_FILL = "rgba(120,120,120,0.55)"
@@ -92,9 +103,14 @@ def _height(ndim: int, n_rows: int) -> int:
     return (260 if ndim > 1 else 130) * n_rows + 240 + 90 * n_rows
 
 
-def _title(sharding: Sharding, shape, dtype) -> str:
+def _title(sharding: Sharding, shape, dtype, title: str | None) -> dict:
     head, _, tail = summary(sharding, shape, dtype).partition(": ")
-    return f"{head}<br><sup>{tail}; grey hatching = padding</sup>"
+    subtitle = f"{tail}; grey hatching = padding"
+    return {
+        "text": title or head,
+        "font": {"size": 16},
+        "subtitle": {"text": subtitle, "font": {"size": 13, "color": "#333"}},
+    }
 
 
 def _axis_title(sharding: Sharding, shape, dim: int) -> str:
@@ -129,10 +145,10 @@ def layout_figure(sharding: Sharding, shape, dtype="float32", title: str | None 
         _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, row == n_rows)
     _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, n_rows + 1)
     fig.update_layout(
-        title={"text": title or _title(sharding, shape, dtype), "font": {"size": 14}},
+        title=_title(sharding, shape, dtype, title),
         height=_height(ndim, n_rows),
         width=max(640, min(1200, 260 * n_cols + 120)),
-        margin={"l": 60, "r": 20, "t": 80, "b": 50},
+        margin={"l": 60, "r": 20, "t": 100, "b": 50},
         plot_bgcolor="white",
         showlegend=False,
     )
@@ -151,9 +167,12 @@ def _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, bottom)
             x=x,
             y=y,
             text=grid["text"],
-            customdata=grid["hover"],
-            texttemplate="%{text}" if labels else None,
-            hovertemplate="%{customdata}<extra></extra>",
+            # big facets hover the device list only: the long per-block text would cost the
+            # 4096-device frame ~0.5 MB
+            customdata=grid["hover"] if labels else None,
+            hovertemplate="%{customdata}<extra></extra>"
+            if labels
+            else "devices %{text}<extra></extra>",
             colorscale=_colorscale(),
             zmin=-0.5,
             zmax=len(PALETTE) - 0.5,
@@ -180,6 +199,8 @@ def _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, bottom)
             row=row,
             col=col,
         )
+    if labels:  # drawn last, so padding hatching never covers a device label
+        fig.add_trace(_labels(cells, ndim), row=row, col=col)
     fig.update_xaxes(
         range=[0, x[-1]], tickvals=x if len(x) <= 17 else None, showgrid=False,
         title_text=_axis_title(sharding, shape, ndim - 1) if bottom else None,
@@ -193,24 +214,49 @@ def _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, bottom)
     )  # fmt: skip
 
 
+def _labels(cells: list[Block], ndim: int) -> go.Scatter:
+    """Device labels at the centre of each block's real data (of its padding if it has none)."""
+
+    def centre(b: Block, d: int) -> float:
+        stop = b.stop[d] if b.stop[d] > b.start[d] else b.padded_stop[d]
+        return (b.start[d] + stop) / 2
+
+    return go.Scatter(
+        x=[centre(b, ndim - 1) for b in cells],
+        y=[centre(b, ndim - 2) if ndim >= 2 else 0.5 for b in cells],
+        text=[device_label(b.devices, limit=4) for b in cells],
+        mode="text",
+        textfont={"size": 12, "color": "#111"},
+        hoverinfo="skip",
+        name="device labels",
+    )
+
+
 def _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, row) -> None:
     """Bar per device: bytes of real data it holds, coloured like its block."""
     held = {d: b for b in all_blocks for d in b.devices}
     devices = list(range(sharding.mesh.size))
     fig.add_trace(
         go.Bar(
-            x=devices,
-            y=[held[d].size * itemsize for d in devices],
-            marker={
-                "color": [PALETTE[colour_index(held[d], tiles)] for d in devices],
+            x=np.arange(len(devices)),
+            y=np.array([held[d].size * itemsize for d in devices]),
+            marker={  # colour numbers through the blocks' colour scale: no 4096 colour strings
+                "color": np.array([colour_index(held[d], tiles) for d in devices]),
+                "colorscale": _colorscale(),
+                "cmin": -0.5,
+                "cmax": len(PALETTE) - 0.5,
                 "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},
             },
-            customdata=[held[d].box() for d in devices],
+            customdata=np.array([held[d].box() for d in devices], dtype=object),
             hovertemplate="device %{x}: %{y} B of block %{customdata}<extra></extra>",
             name="bytes",
         ),
         row=row,
         col=1,
     )
-    fig.update_xaxes(title_text="device id", row=row, col=1)
+    every = {"tickmode": "array", "tickvals": devices} if len(devices) <= 64 else {}
+    fig.update_xaxes(
+        title_text="device id", tickfont={"size": 9 if len(devices) > 32 else 12},
+        range=[-0.5, len(devices) - 0.5], row=row, col=1, **every,
+    )  # fmt: skip
     fig.update_yaxes(title_text="bytes of data", rangemode="tozero", row=row, col=1)

@@ -6,6 +6,7 @@ XLA dump or warning) to see it. Bad input shows an inline message; the widget ke
 User text is parsed, never evaluated.
 """
 
+import functools
 import html
 import json
 from itertools import permutations
@@ -27,6 +28,23 @@ from gspmd_viz.viz.notation import (
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
+# The figure of the last good state stays on screen, greyed out, while the input is bad.
+STYLE = "<style>.gv-stale{opacity:.35;filter:grayscale(1)}</style>"
+
+
+def inline_errors(handler):
+    """Any exception in a widget callback becomes the one-line inline message (never a
+    traceback in the log console); the stale figure is greyed out and the widget keeps working."""
+
+    @functools.wraps(handler)
+    def safe(self, *args, **kwargs):
+        try:
+            return handler(self, *args, **kwargs)
+        except Exception as err:  # shown to the learner in one line, not swallowed
+            self._fail(f"{type(err).__name__}: {err}")
+            return None
+
+    return safe
 
 
 def axis_options(axis_names) -> list[tuple[str, object]]:
@@ -53,6 +71,7 @@ class ShardingEditor(widgets.VBox):
         self.message = widgets.HTML()
         self.notation = widgets.HTML()
         self.plot = widgets.Output()
+        self.plot.add_class("gv-layout-plot")
         self.dims: list[widgets.Dropdown] = []
         self.mesh = self.shape = self.sharding = self.figure = None
         self.error = ""
@@ -65,37 +84,39 @@ class ShardingEditor(widgets.VBox):
                 self.message,
                 self.notation,
                 self.plot,
+                widgets.HTML(STYLE),
             ]
         )
         self.add_class("gv-sharding-editor")
         for w in (self.mesh_text, self.shape_text):
             w.observe(self._on_structure, names="value")
         self.dtype.observe(self._on_dim, names="value")
-        self.hlo_text.observe(lambda change: self.load_hlo(change["new"]), names="value")
+        self.hlo_text.observe(self._on_hlo, names="value")
         self._on_structure()
         self.set_spec(spec)
 
     # --- actions a learner (or a test) takes ----------------------------------------------
+    @inline_errors
     def set_spec(self, spec) -> None:
         """Select these mesh axes per tensor dim (None, an axis, or a tuple of axes)."""
         entries = list(spec) + [None] * (len(self.dims) - len(spec))
         if len(entries) > len(self.dims):
             self._fail(f"spec {spec!r} has more entries than the tensor's rank {len(self.dims)}")
             return
+        values = [_choice(entry) for entry in entries]
+        for dd, entry, value in zip(self.dims, entries, values, strict=True):
+            if value not in [v for _, v in dd.options]:  # check all before changing any
+                self._fail(f"{entry!r} is not a choice for {dd.description}")
+                return
         self._quiet = True
         try:
-            for dd, entry in zip(self.dims, entries, strict=True):
-                value = _choice(entry)
-                if value not in [v for _, v in dd.options]:
-                    raise ValueError(f"{entry!r} is not a choice for {dd.description}")
+            for dd, value in zip(self.dims, values, strict=True):
                 dd.value = value
-        except ValueError as err:
-            self._fail(str(err))
-            return
         finally:
             self._quiet = False
         self.refresh()
 
+    @inline_errors
     def load_hlo(self, text: str) -> None:
         """Show the layout that an HloSharding string describes on the current mesh."""
         text = text.strip()
@@ -118,9 +139,9 @@ class ShardingEditor(widgets.VBox):
                 f"<span class='gv-ok'>read {html.escape(text)} as {pspec_text(sharding)}</span>"
             )
 
-    def notations(self) -> dict[str, str]:
-        """The current sharding as text in each notation (empty when the input is bad)."""
-        s, shape = self.sharding, self.shape
+    def notations(self, sharding: Sharding | None = None, shape=None) -> dict[str, str]:
+        """The sharding (default: the one drawn) as text in each notation."""
+        s, shape = sharding or self.sharding, shape or self.shape
         if s is None:
             return {}
         ndim = len(shape)
@@ -135,22 +156,29 @@ class ShardingEditor(widgets.VBox):
         }
 
     # --- reactions ----------------------------------------------------------------------
+    def _on_hlo(self, change) -> None:
+        if not self._quiet:
+            self.load_hlo(change["new"])
+
+    @inline_errors
     def _on_structure(self, change=None) -> None:
         try:
             mesh, shape = parse_mesh(self.mesh_text.value), parse_shape(self.shape_text.value)
         except (ValueError, TypeError) as err:
             self._fail(str(err))
             return
-        old = [dd.value for dd in self.dims]
-        self.mesh, self.shape = mesh, shape
-        self._build_dims(old)
+        self._build_dims(mesh, shape, [dd.value for dd in self.dims])
         self.refresh()
 
-    def _build_dims(self, old) -> None:
-        options = axis_options(self.mesh.axis_names)
+    def _build_dims(self, mesh, shape, old) -> None:
+        options = axis_options(mesh.axis_names)
+        if len(shape) == len(self.dims) and all(dd.options == tuple(options) for dd in self.dims):
+            for d, (dd, n) in enumerate(zip(self.dims, shape, strict=True)):
+                dd.description = f"dim {d} ({n})"  # same choices: keep the dropdowns
+            return
         values = [v for _, v in options]
         self.dims = []
-        for d, n in enumerate(self.shape):
+        for d, n in enumerate(shape):
             dd = widgets.Dropdown(options=options, description=f"dim {d} ({n})")
             dd.layout = widgets.Layout(width="auto")
             dd.add_class(f"gv-dim-{d}")
@@ -164,27 +192,39 @@ class ShardingEditor(widgets.VBox):
         if not self._quiet:
             self.refresh()
 
+    @inline_errors
     def refresh(self) -> None:
-        """Rebuild the sharding from the widgets and redraw everything."""
+        """Read every control, then redraw everything, or keep the last good drawing greyed."""
         try:
-            spec = tuple(dd.value for dd in self.dims)
-            sharding = Sharding(self.mesh, spec)
-            sharding.check_rank(len(self.shape))
+            mesh, shape = parse_mesh(self.mesh_text.value), parse_shape(self.shape_text.value)
+            sharding = Sharding(mesh, tuple(dd.value for dd in self.dims))
+            sharding.check_rank(len(shape))
         except (ValueError, TypeError) as err:
             self._fail(str(err))
             return
-        self.sharding, self.error = sharding, ""
+        self._render(sharding, shape)
+        self.mesh, self.shape, self.sharding, self.error = mesh, shape, sharding, ""
         self.message.value = ""
-        self._render()
+        for view in (self.plot, self.notation):
+            view.remove_class("gv-stale")
+        self._quiet = True
+        try:  # the HloSharding box always spells what is drawn
+            self.hlo_text.value = sharding.to_hlo(len(shape))
+        finally:
+            self._quiet = False
 
     def _fail(self, error: str) -> None:
-        self.error = error
+        self.error = error.splitlines()[0] if error else "error"
         self.message.value = (
-            f"<span class='gv-error' style='color:#b00020'>⚠ {html.escape(error)}</span>"
+            f"<span class='gv-error' style='color:#b00020'>⚠ {html.escape(self.error)}</span>"
         )
+        for view in (self.plot, self.notation):
+            view.add_class("gv-stale")  # the last good state, greyed: not what the controls say
 
-    def _render(self) -> None:
-        n = self.notations()
+    def _render(self, sharding: Sharding, shape) -> None:
+        """Compute every view of `sharding` first, then show them (all or nothing)."""
+        n = self.notations(sharding, shape)
+        figure = layout_figure(sharding, shape, self.dtype.value)
         rows = "".join(
             f"<tr><th style='text-align:left;padding-right:1em'>{k}</th>"
             f"<td><code>{html.escape(n[k])}</code></td></tr>"
@@ -199,8 +239,12 @@ class ShardingEditor(widgets.VBox):
             )
         )
         self.notation.value = f"<table class='gv-notations'>{rows}</table>{code}"
-        self.figure = layout_figure(self.sharding, self.shape, self.dtype.value)
-        _show(self.plot, self.figure)
+        self.figure = figure
+        _show(self.plot, figure)
+
+    def static_figure(self):
+        """What `gspmd_viz.viz.static.show` saves for readers without a kernel."""
+        return self.figure
 
 
 def _text(description: str, value: str, placeholder: str) -> widgets.Text:

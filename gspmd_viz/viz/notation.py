@@ -52,17 +52,24 @@ def dims_mapping_text(sharding: Sharding, ndim: int) -> str:
 
 
 def jax_code(sharding: Sharding, shape, dtype: str) -> str:
-    """Plain jax that builds the same layout (padding uneven dims, as jax Arrays need)."""
+    """Plain jax that builds the same layout (padding uneven dims, as jax Arrays need) and
+    prints which block each device holds. Runs as is: no numpy bfloat16, no `rich`."""
     mesh = sharding.mesh
     padded = tuple(
         k * t for k, t in zip(sharding.shard_shape(shape), sharding.tiles(len(shape)), strict=True)
     )
     lines = [
         "import jax",
-        "import numpy as np",
+        "import jax.numpy as jnp",
         "from jax.sharding import AxisType, NamedSharding, PartitionSpec as P",
         "",
         f"jax.config.update('jax_num_cpu_devices', {mesh.size})  # before any jax computation",
+    ]
+    if dtype == "float64":
+        lines.append(
+            "jax.config.update('jax_enable_x64', True)  # jax computes in 32 bits otherwise"
+        )
+    lines += [
         f"mesh = jax.make_mesh({mesh.sizes}, {mesh.axis_names}, "
         f"axis_types=(AxisType.Auto,) * {len(mesh.sizes)})",
         f"sharding = NamedSharding(mesh, {pspec_text(sharding)})",
@@ -72,9 +79,11 @@ def jax_code(sharding: Sharding, shape, dtype: str) -> str:
             f"# jax Arrays need even shards, so pad {tuple(shape)} to {padded} "
             "(inside jax.jit, XLA pads for you)"
         )
-    lines.append(f"x = jax.device_put(np.zeros({padded}, np.{dtype}), sharding)")
-    if len(shape) <= 2:
-        lines.append("jax.debug.visualize_array_sharding(x)")
+    lines += [
+        f"x = jax.device_put(jnp.zeros({padded}, jnp.{dtype}), sharding)",
+        "for shard in x.addressable_shards:  # the block each device holds",
+        "    print(shard.device.id, shard.index)",
+    ]
     return "\n".join(lines)
 
 

@@ -1,0 +1,95 @@
+"""`make html`: every lesson as one self-contained HTML page that reads with the network off.
+
+`python -m gspmd_viz.viz.export notebooks build/html` writes `NN_topic.html` per lesson (and
+deletes pages of lessons that no longer exist). Plotly figures become live plots with plotly.js
+inlined once per page; widget views are dropped in favour of the static picture their cell
+stores (`gspmd_viz.viz.static.show`): embedding widget state would need the widget manager from
+a CDN, so the page would not be self-contained. No MathJax, no require.js, nothing remote.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jinja2
+import nbformat
+from nbconvert import HTMLExporter
+from plotly.offline import get_plotlyjs
+
+PLOTLY = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+"""
+
+
+def _plot_html(figure: dict, div_id: str, with_library: bool) -> str:
+    """A live plotly figure as HTML; the first one on the page carries plotly.js itself."""
+    library = f"<script>{get_plotlyjs()}</script>" if with_library else ""
+    data, layout = json.dumps(figure.get("data", [])), json.dumps(figure.get("layout", {}))
+    return (
+        f"{library}<div id='{div_id}' class='gv-plot'></div><script>"
+        f"Plotly.newPlot('{div_id}', {data}, {layout}, {{displaylogo: false}});</script>"
+    )
+
+
+def offline_outputs(nb) -> int:
+    """Rewrite outputs in place for an offline page; returns the number of live plots."""
+    plots = 0
+    for cell in nb.cells:
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET in data:
+                continue  # its static picture follows in the next output
+            if PLOTLY in data:
+                html = _plot_html(data[PLOTLY], f"gv-plot-{plots}", plots == 0)
+                out["data"] = {"text/html": html}
+                plots += 1
+            kept.append(out)
+        if cell.cell_type == "code":
+            cell.outputs = kept
+    nb.metadata.pop("widgets", None)
+    return plots
+
+
+def exporter() -> HTMLExporter:
+    loader = jinja2.DictLoader({"gv_offline.html.j2": OFFLINE_TEMPLATE})
+    return HTMLExporter(
+        template_name="lab", template_file="gv_offline.html.j2", extra_loaders=[loader]
+    )
+
+
+def export(notebooks: Path, out: Path) -> list[Path]:
+    """One page per lesson in `notebooks`, named after it; pages of removed lessons go."""
+    out.mkdir(parents=True, exist_ok=True)
+    lessons = sorted(notebooks.glob("[0-9][0-9]_*.ipynb"))
+    if not lessons:
+        raise FileNotFoundError(f"no lessons (NN_topic.ipynb) in {notebooks}")
+    for stale in out.glob("*.html"):
+        stale.unlink()
+    html = exporter()
+    pages = []
+    for lesson in lessons:
+        nb = nbformat.read(lesson, as_version=4)
+        offline_outputs(nb)
+        body, _ = html.from_notebook_node(nb, resources={"metadata": {"name": lesson.stem}})
+        page = out / f"{lesson.stem}.html"
+        page.write_text(body, encoding="utf-8")
+        pages.append(page)
+    return pages
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 2:
+        raise SystemExit("usage: python -m gspmd_viz.viz.export NOTEBOOKS_DIR OUT_DIR")
+    for page in export(Path(argv[0]), Path(argv[1])):
+        print(f"wrote {page} ({page.stat().st_size / 2**20:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,86 @@
+"""`make html` pages read offline: each lesson's page opens in Chromium with the network off and
+draws every figure its notebook stores (plotly plots live, widget cells as static pictures)."""
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from gspmd_viz.viz.export import export, offline_outputs
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+OUT = ROOT / "test-output"
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+FIGURE_TYPES = ("image/png", "image/svg+xml")
+
+
+def _expected_figures(lesson: Path) -> int:
+    """Outputs that should draw a picture on the page, counted from the notebook itself."""
+    nb = nbformat.read(lesson, as_version=4)
+    offline_outputs(nb)
+    count = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            html = data.get("text/html", "")
+            if any(k in data for k in FIGURE_TYPES) or any(
+                tag in html for tag in ("<svg", "<img", "gv-plot")
+            ):
+                count += 1
+    return count
+
+
+# An output area counts as drawn when it holds a loaded image or a non-empty SVG.
+DRAWN = """() => [...document.querySelectorAll('.jp-OutputArea-output')].filter(o =>
+  [...o.querySelectorAll('img')].some(i => i.complete && i.naturalWidth > 0) ||
+  [...o.querySelectorAll('svg')].some(s => s.getBoundingClientRect().width > 50)).length"""
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} is missing")
+    out = tmp_path_factory.mktemp("html")
+    return {p.stem: p for p in export(ROOT / "notebooks", out)}
+
+
+def test_one_page_per_lesson_named_after_it(pages):
+    assert sorted(pages) == [lesson.stem for lesson in LESSONS]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.stem for lesson in LESSONS])
+def test_page_draws_every_figure_with_the_network_off(pages, lesson):
+    from playwright.sync_api import sync_playwright
+
+    remote, errors = [], []
+    OUT.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+            context.route(
+                "**/*",
+                lambda route: (
+                    route.continue_()
+                    if route.request.url.startswith(("file:", "data:"))
+                    else (remote.append(route.request.url), route.abort())
+                ),
+            )
+            page = context.new_page()
+            page.on("pageerror", lambda err: errors.append(str(err)))
+            page.goto(pages[lesson.stem].as_uri(), wait_until="load")
+            page.wait_for_timeout(1500)  # plotly draws after load
+            drawn = page.evaluate(DRAWN)
+            page.screenshot(path=str(OUT / f"html-{lesson.stem}.png"), full_page=False)
+        finally:
+            browser.close()
+    assert remote == [], f"the page asked the network for {remote}"
+    assert errors == []
+    expected = _expected_figures(lesson)
+    assert expected > 0 and drawn == expected, (drawn, expected)
