@@ -75,7 +75,7 @@ def test_all_to_all_delivers_chunk_j_of_chip_i_to_chip_j(topo):
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=_ids)
 def test_every_transfer_uses_existing_links(topo):
-    for kind in sim.ALGORITHMS:
+    for kind in sim.KINDS:
         for name, sched in _applicable(topo, kind):
             for step in sched.steps:
                 _, links, _ = topo.route(step.src, step.dst)

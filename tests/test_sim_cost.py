@@ -25,7 +25,7 @@ SIZES = [2**6 * 2520 * 64, 2**20 * 2520 * 64]
 
 
 def _cases(topo):
-    for kind in sim.ALGORITHMS:
+    for kind in sim.KINDS:
         for name in sim.algorithms(kind):
             try:
                 sim.schedule(topo, kind, name)

@@ -17,8 +17,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gspmd_viz import sim
-from gspmd_viz.sim.algorithms import describe
 from gspmd_viz.sim.execute import expand
+from gspmd_viz.units import format_bytes, format_time, parse_bytes
 
 LEVELS = 6  # link load levels: 0 idle, 1..5 up to the busiest link of the whole timeline
 _COLOURS = ["#d9d9d9", "#fde725", "#5ec962", "#21918c", "#3b528b", "#440154"]
@@ -148,7 +148,7 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
     wrap = fr.wrap_mask
     for b in range(LEVELS):
         hi = b / (LEVELS - 1) * fr.peak_bytes
-        name = "idle" if b == 0 else f"up to {_kib(hi)}"
+        name = "idle" if b == 0 else f"up to {format_bytes(hi)}"
         for is_wrap in (False, True):
             mask = (lv == b) & (wrap == is_wrap)
             if is_wrap and not mask.any():
@@ -219,10 +219,6 @@ def _chip_size(n):
     return 22 if n <= 16 else 14 if n <= 64 else 7 if n <= 1024 else 3
 
 
-def _kib(b):
-    return f"{b / 2**20:.3g} MiB" if b >= 2**20 else f"{b / 2**10:.3g} KiB"
-
-
 def _title(tl, rec, step):
     head = f"{tl.kind} {tl.algorithm} on {tl.topo.describe()} ({tl.chip.name})"
     if rec is None:
@@ -230,27 +226,12 @@ def _title(tl, rec, step):
     ph = tl.phases[rec.phase]
     return (
         f"{head}<br>step {step + 1}/{len(tl.steps)} · {ph.name} · phase payload "
-        f"{_kib(ph.payload_bytes)}/chip · step {rec.time_s * 1e6:.2f} us · busiest link "
-        f"{_kib(rec.max_link_bytes)} · total {tl.time_s * 1e6:.1f} us"
+        f"{format_bytes(ph.payload_bytes)}/chip · step {format_time(rec.time_s)} · busiest link "
+        f"{format_bytes(rec.max_link_bytes)} · total {format_time(tl.time_s)}"
     )
 
 
 # ----- the widget ----------------------------------------------------------------------------
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$")
-_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
-
-
-def parse_bytes(text: str) -> int:
-    """'4 MiB' -> 4194304. Plain digits and a unit only; never evaluates the text."""
-    m = _SIZE.match(text or "")
-    if not m:
-        raise ValueError(f"payload {text!r}: write a whole number of bytes, e.g. 1048576 or 1 MiB")
-    value = int(m.group(1)) * _UNITS[m.group(2)]
-    if value <= 0:
-        raise ValueError("payload must be positive")
-    return value
-
-
 def parse_shape(text: str) -> tuple[int, ...]:
     """'4x4' or '4, 4, 2' -> (4, 4) / (4, 4, 2)."""
     parts = [p for p in re.split(r"[x×,\s]+", (text or "").strip()) if p]
@@ -267,7 +248,7 @@ class TorusWidget(widgets.VBox):
                                        description="topology")  # fmt: skip
         self.size = widgets.Text(value="", description="size", placeholder="4x4")
         self.wrap = widgets.Checkbox(value=True, description="wraparound")
-        self.kind = widgets.Dropdown(options=list(sim.ALGORITHMS), value="all-reduce",
+        self.kind = widgets.Dropdown(options=list(sim.KINDS), value="all-reduce",
                                      description="collective")  # fmt: skip
         self.algorithm = widgets.Dropdown(options=sim.algorithms("all-reduce"), value=algorithm,
                                           description="algorithm")  # fmt: skip
@@ -302,9 +283,9 @@ class TorusWidget(widgets.VBox):
             self._quiet = True
             self.size.value = "x".join(map(str, shape))
             self.wrap.value = all(wrap)
-            name = self.algorithm.value
-            if name.startswith("torus-") and not name.startswith(f"torus-{len(shape)}d"):
-                self.algorithm.value = sim.default_algorithm(sim.torus(shape), self.kind.value)
+            topo = sim.torus(shape)
+            if self.algorithm.value not in sim.applicable(topo, self.kind.value):
+                self.algorithm.value = sim.default_algorithm(topo, self.kind.value)
             self._quiet = False
 
     def _kind_changed(self):
@@ -327,14 +308,14 @@ class TorusWidget(widgets.VBox):
         if getattr(self, "_quiet", False):
             return
         try:
-            tl = sim.simulate(self.topology(), self.kind.value, parse_bytes(self.payload.value),
+            tl = sim.simulate(self.topology(), self.kind.value, _payload(self.payload.value),
                               algorithm=self.algorithm.value, chip=self.chip.value)  # fmt: skip
             self.frames = frames(tl)
         except ValueError as err:
             self.message.value = f"<b style='color:#b00'>⚠ {_escape(str(err))}</b>"
             return
         self.message.value = ""
-        about = f"{tl.algorithm}: {describe(tl.algorithm)}\n"
+        about = f"{tl.algorithm}: {sim.describe(tl.algorithm)}\n"
         self.summary.value = f"<pre>{_escape(about + tl.summary())}</pre>"
         self.play.value = 1
         self.play.max = self.slider.max = max(len(tl.steps), 1)
@@ -350,6 +331,13 @@ class TorusWidget(widgets.VBox):
         bundle = {"application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()),
                                                      "config": {}}}  # fmt: skip
         self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+
+def _payload(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise ValueError(f"payload: {err}") from None
 
 
 def _escape(text: str) -> str:
