@@ -125,9 +125,11 @@ def check_nbytes(nbytes, n_chunks: int, algorithm: str, pad: bool) -> float:
         raise ValueError(f"payload must be a positive whole number of bytes, got {nbytes!r}")
     if nbytes % n_chunks:
         if not pad:
+            up = -(-nbytes // n_chunks)
             raise ValueError(
-                f"payload of {nbytes} bytes does not split into the {n_chunks} equal chunks "
-                f"that {algorithm!r} needs here; use a multiple of {n_chunks} bytes or pad=True"
+                f"payload of {nbytes:,} B does not split into the {n_chunks} equal chunks that "
+                f"{algorithm!r} needs here: use a multiple of {n_chunks} B (e.g. {up * n_chunks:,}"
+                f" B) or pad=True (every chunk rounded up to {up:,} B)"
             )
         return float(-(-nbytes // n_chunks))
     return float(nbytes // n_chunks)
