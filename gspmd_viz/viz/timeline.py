@@ -90,7 +90,7 @@ def time_vs_payload(
         },
         yaxis={"type": "log", "title": "time", "exponentformat": "SI", "ticksuffix": "s"},
         height=480,
-        width=860,
+        width=800,
         margin={"t": 60},
     )
     return fig
