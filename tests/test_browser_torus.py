@@ -98,7 +98,7 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
             plot = widget.locator(".js-plotly-plot").first
             box = plot.bounding_box()
             assert box["x"] + box["width"] <= WIDTH, box  # legend and colour bar included
-            page.screenshot(path=str(OUT / "lesson05_4x4.png"))
+            widget.screenshot(path=str(OUT / "lesson05_4x4.png"))
 
             timings["4x4 step"] = [
                 _timed(page, lambda: _step_right(widget), f"step {i}/12") for i in range(2, 6)
@@ -112,13 +112,13 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
             timings["multipod step"] = [
                 _timed(page, lambda: _step_right(widget), f"step {i}/316") for i in range(2, 7)
             ]
-            page.screenshot(path=str(OUT / "lesson05_multipod.png"))
+            widget.screenshot(path=str(OUT / "lesson05_multipod.png"))
 
             error = widget.locator(".gv-error")
             _type(widget, "size", "1x1")
             expect(error).to_contain_text("one chip", timeout=30_000)
-            expect(widget.locator(".gv-stale")).to_have_count(1)
-            page.screenshot(path=str(OUT / "lesson05_error.png"))
+            expect(widget.locator(".gv-stale")).to_have_count(2)  # summary and figure
+            widget.screenshot(path=str(OUT / "lesson05_error.png"))
             _type(widget, "payload", "lots")
             _type(widget, "size", "4x4")
             expect(error).to_contain_text("payload", timeout=30_000)

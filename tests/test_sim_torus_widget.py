@@ -26,7 +26,7 @@ def _agrees(w: torus.TorusWidget):
         assert tl.topo == sim.preset(w.preset.value)
         assert w.chip.value == torus.PRESET_CHIPS.get(w.preset.value, w.chip.value)
     assert f"{tl.kind} {tl.algorithm} on {tl.topo.describe()} ({tl.chip.name})" in _title(w)
-    assert w.message.value == "" and "gv-stale" not in w.plot._dom_classes
+    assert w.message.value == "" and "gv-stale" not in w.plot._dom_classes + w.summary._dom_classes
     assert w.slider.max == w.play.max == len(w.frames)
 
 
@@ -39,7 +39,7 @@ def _failed(w, *words):
     assert "\n" not in w.message.value
     for word in words:
         assert word in w.message.value, (word, w.message.value)
-    assert "gv-stale" in w.plot._dom_classes
+    assert "gv-stale" in w.plot._dom_classes and "gv-stale" in w.summary._dom_classes
 
 
 @pytest.fixture

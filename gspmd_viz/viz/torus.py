@@ -259,7 +259,8 @@ class TorusWidget(widgets.VBox):
         }
         self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
         self.message.value = ""
-        self.plot.remove_class("gv-stale")
+        for view in (self.summary, self.plot):
+            view.remove_class("gv-stale")
 
     def fail(self, err: Exception):
         """Show `err` as one line and grey the figure that no longer matches the controls."""
@@ -267,7 +268,8 @@ class TorusWidget(widgets.VBox):
         if not isinstance(err, ValueError):
             text = f"{type(err).__name__}: {text}"
         self.message.value = f"<b class='gv-error' style='color:#b00'>⚠ {_escape(text)}</b>"
-        self.plot.add_class("gv-stale")
+        for view in (self.summary, self.plot):  # both describe the last good controls
+            view.add_class("gv-stale")
 
     def _repr_mimebundle_(self, **kwargs):
         """The live widget, plus a static SVG of the current step for readers without a kernel."""

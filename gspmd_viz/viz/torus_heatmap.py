@@ -16,8 +16,16 @@ from gspmd_viz.units import format_bytes
 from gspmd_viz.viz.torus_frames import BUSIEST, COLOURS, LEVELS, Frames, positions
 from gspmd_viz.viz.torus_links import CHIP_SCALE, WIDTH, title
 
-CHIP_BAR = {"orientation": "h", "x": 1, "xanchor": "right", "y": -0.02, "yanchor": "top",
-            "len": 0.3, "thickness": 10, "tickformat": ".0%"}  # fmt: skip
+CHIP_BAR = {
+    "orientation": "h",
+    "x": 1,
+    "xanchor": "right",
+    "y": -0.02,
+    "yanchor": "top",
+    "len": 0.3,
+    "thickness": 10,
+    "tickformat": ".0%",
+}
 MARK_TIES_UP_TO = 512  # more tied busiest links than this are counted in the title, not marked
 _DIM_NAMES = ("columns", "rows", "between slices")
 
@@ -76,17 +84,13 @@ def _busiest_marks(fr: Frames, step: int, rows, cols, fig, where):
             )
 
 
-def heatmap_figure(fr: Frames, step: int) -> go.Figure:
-    """Step `step` (0-based) of a big torus as per-dim link-load heatmaps plus chip shares."""
-    topo = fr.tl.topo
-    rows, cols, shape = grid_cells(topo)
-    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
-    held = fr.held[step + 1] if len(fr) else fr.held[0]
-    per_dim = _per_chip_dim(fr, lv)
-    dtype = np.float32 if topo.ndim == 3 else np.int8  # 3-D grids have gap columns (NaN)
-    n_panels = topo.ndim + 1
-    stacked = shape[1] > 2 * shape[0]
-    names = [f"dim {d} links ({_DIM_NAMES[d]})" for d in range(topo.ndim)]
+def _panels(fr: Frames, shape):
+    """An empty figure with one panel per link dim plus the chips, and where(i) -> panel i."""
+    n_panels = fr.tl.topo.ndim + 1
+    stacked = shape[1] > 2 * shape[0]  # wide grids (3-D slice blocks) stack their panels
+    names = [f"dim {d} links ({_DIM_NAMES[d]})" for d in range(fr.tl.topo.ndim)]
+    if fr.tl.topo.ndim == 1:
+        names = ["dim 0 links (the line)"]
     fig = make_subplots(
         rows=n_panels if stacked else 1,
         cols=1 if stacked else n_panels,
@@ -94,45 +98,58 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
         horizontal_spacing=0.06,
         vertical_spacing=0.08,
     )
+    fig.update_layout(height=_height(shape, stacked, n_panels))
 
     def where(i):
         return {"row": i + 1, "col": 1} if stacked else {"row": 1, "col": i + 1}
 
-    bounds = fr.level_bounds()
-    ticks = ["idle"] + [f"≤ {format_bytes(b)}" for b in bounds[1:]]
+    return fig, where
+
+
+def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
+    """One heatmap of load levels per link dim: the busier of each chip's two links."""
+    per_dim = _per_chip_dim(fr, lv)
+    dtype = np.float32 if fr.tl.topo.ndim == 3 else np.int8  # 3-D grids have gap columns
+    ticks = ["idle"] + [f"≤ {format_bytes(b)}" for b in fr.level_bounds()[1:]]
     bar = {
         "tickvals": list(range(LEVELS)),
         "ticktext": ticks,
-        "title": {"text": "bytes on link"},
         "thickness": 12,
         "x": 1.02,
-        "len": 0.9,
+        "lenmode": "pixels",
+        "len": 200,
+        "title": {"text": "bytes on link"},
     }
-    for d in range(topo.ndim):
-        z = _grid(per_dim[:, d], rows, cols, shape, dtype)
-        fig.add_trace(
-            go.Heatmap(
-                z=z,
-                zmin=-0.5,
-                zmax=LEVELS - 0.5,
-                colorscale=_level_scale(),
-                showscale=d == 0,
-                colorbar=bar,
-                hoverongaps=False,
-                hovertemplate=f"dim {d} links of chip at row %{{y}}, column "
-                "%{x}: level %{z}<extra></extra>",
-            ),
-            **where(d),
+    return [
+        go.Heatmap(
+            z=_grid(per_dim[:, d], rows, cols, shape, dtype),
+            zmin=-0.5,
+            zmax=LEVELS - 0.5,
+            colorscale=_level_scale(),
+            showscale=d == 0,
+            colorbar=bar,
+            hoverongaps=False,
+            hovertemplate=f"dim {d} links of chip at row %{{y}}, "
+            "column %{x}: level %{z}<extra></extra>",
         )
+        for d in range(fr.tl.topo.ndim)
+    ]
+
+
+def heatmap_figure(fr: Frames, step: int) -> go.Figure:
+    """Step `step` (0-based) of a big torus as per-dim link-load heatmaps plus chip shares."""
+    topo = fr.tl.topo
+    rows, cols, shape = grid_cells(topo)
+    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
+    held = fr.held[step + 1] if len(fr) else fr.held[0]
+    fig, where = _panels(fr, shape)
+    for d, trace in enumerate(_link_maps(fr, lv, rows, cols, shape)):
+        fig.add_trace(trace, **where(d))
     chips = _grid(np.round(held, 2).astype(np.float32), rows, cols, shape, np.float32)
+    hover = "chip at row %{y}, column %{x}: %{z:.0%}<extra></extra>"
     fig.add_trace(
         go.Heatmap(
-            z=chips,
-            zmin=0,
-            zmax=1,
-            colorscale=CHIP_SCALE,
-            colorbar=CHIP_BAR,
-            hovertemplate="chip at row %{y}, column %{x}: %{z:.0%}<extra></extra>",
+            z=chips, zmin=0, zmax=1, colorscale=CHIP_SCALE, colorbar=CHIP_BAR, hovertemplate=hover
         ),
         **where(topo.ndim),
     )
@@ -143,7 +160,6 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     fig.update_layout(
         title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01},
         width=WIDTH,
-        height=_height(shape, stacked, n_panels),
         margin={"l": 20, "r": 90, "t": 110, "b": 60},
         plot_bgcolor="white",
     )
@@ -154,4 +170,4 @@ def _height(shape, stacked, n_panels) -> int:
     rows, cols = shape
     panel_w = (WIDTH - 110) / (1 if stacked else n_panels)
     panel_h = min(600 / (n_panels if stacked else 1), panel_w * rows / cols)
-    return int(max(panel_h, 60) * (n_panels if stacked else 1)) + 150
+    return int(max(panel_h, 120) * (n_panels if stacked else 1)) + 150
