@@ -93,7 +93,7 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, env=env
         )
         try:
-            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1400})
             widget = _run_lesson(page, url)
             plot = widget.locator(".js-plotly-plot").first
             box = plot.bounding_box()
