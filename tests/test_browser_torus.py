@@ -1,8 +1,8 @@
 """Lesson 05 in a real browser: the torus widget in JupyterLab + headless Chromium (Playwright).
 
-Runs the lesson, then drives the widget as a learner would: steps with the slider, switches to
-the pod and the 4096-chip multipod, feeds bad sizes and payloads. It measures, in the page, the
-time from a control change to the redrawn figure (printed and saved to
+Runs the lesson, then drives the widget as a learner would: steps with the slider, presses play,
+switches to the pod and the 4096-chip multipod, feeds bad sizes and payloads. It measures, in the
+page, the time from a control change to the redrawn figure (printed and saved to
 test-output/lesson05_timings.json; speed is reported, not asserted), asserts the inline message
 for bad input and an empty JupyterLab log console, and saves screenshots under test-output/.
 
@@ -103,6 +103,9 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
             timings["4x4 step"] = [
                 _timed(page, lambda: _step_right(widget), f"step {i}/12") for i in range(2, 6)
             ]
+            widget.locator(".widget-play button").first.click()  # play to the last step
+            title = widget.locator(".js-plotly-plot .gtitle")
+            expect(title).to_contain_text("step 12/12", timeout=30_000)
             timings["pod: new timeline"] = [
                 _timed(page, lambda: _select(widget, "topology", "tpu-v3-pod"), "tpu-v3-pod")
             ]
