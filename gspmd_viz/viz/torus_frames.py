@@ -88,20 +88,15 @@ def _levels(tl, links, topo):
     """[n_steps, L] load levels, and per step the link positions tied for the busiest."""
     slot = np.full(topo.n_link_slots, -1, np.int64)
     slot[links] = np.arange(len(links))
+    peak = max((r.max_link_bytes for r in tl.steps), default=0.0) or 1.0
     level = np.zeros((len(tl.steps), len(links)), np.int8)
-    if not tl.steps:
-        return level, [], 1.0
-    # every (step, link, bytes) of the timeline at once: [sum of links used per step]
-    step = np.repeat(np.arange(len(tl.steps)), [len(r.links) for r in tl.steps])
-    pos = slot[np.concatenate([r.links for r in tl.steps])]
-    nbytes = np.concatenate([r.link_bytes for r in tl.steps])
-    peak = float(nbytes.max(initial=0.0)) or 1.0
-    level[step, pos] = np.ceil(nbytes / peak * (LEVELS - 1)).clip(1, LEVELS - 1)
-    step_max = np.array([r.max_link_bytes for r in tl.steps])[step]
-    top = np.isclose(nbytes, step_max, rtol=1e-9, atol=0.0)
-    starts = np.searchsorted(step[top], np.arange(len(tl.steps) + 1))
-    busiest = np.split(pos[top], starts[1:-1])
-    return level, busiest, peak
+    busiest = []
+    for i, rec in enumerate(tl.steps):
+        lv = np.ceil(rec.link_bytes / peak * (LEVELS - 1)).clip(1, LEVELS - 1)
+        level[i, slot[rec.links]] = lv
+        top = rec.link_bytes >= rec.max_link_bytes * (1 - 1e-9)  # ties, up to rounding
+        busiest.append(slot[rec.links[top]])
+    return level, busiest, float(peak)
 
 
 def frames(tl: sim.Timeline) -> Frames:
