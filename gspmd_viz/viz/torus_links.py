@@ -50,8 +50,9 @@ def geometry(fr: Frames) -> tuple[np.ndarray, np.ndarray]:
 
 def _lines(gx, gy, mask, wrap: bool):
     width = 6 if wrap else 4
+    # float32 halves the figure's JSON (plotly sends arrays as typed base64)
     xs, ys = gx[mask, :width].ravel(), gy[mask, :width].ravel()
-    return (xs, ys) if len(xs) else ([None], [None])
+    return (xs.astype(np.float32), ys.astype(np.float32)) if len(xs) else ([None], [None])
 
 
 def _link_traces(fr: Frames, lv: np.ndarray, gx, gy) -> list[go.Scatter]:
