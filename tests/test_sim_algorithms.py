@@ -75,7 +75,7 @@ def test_all_to_all_delivers_chunk_j_of_chip_i_to_chip_j(topo):
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=_ids)
 def test_every_transfer_uses_existing_links(topo):
-    for kind in sim.ALGORITHMS:
+    for kind in sim.KINDS:
         for name, sched in _applicable(topo, kind):
             for step in sched.steps:
                 _, links, _ = topo.route(step.src, step.dst)
@@ -179,3 +179,22 @@ def test_phases_run_in_order_along_the_dims_they_name(topo, kind):
             # several parts switch phase together only when all dims are equal
             if name in ("torus-2d", "torus-3d") or len(set(topo.shape)) == 1:
                 assert dims == named, (name, sched.phases[step.phase].name, dims)
+
+
+def test_the_registry_lists_each_algorithm_once_with_what_it_serves():
+    names = [a.name for a in sim.ALGORITHMS.values()]
+    assert len(names) == len(set(names))
+    for kind in sim.KINDS:  # every name a kind lists builds a schedule of that kind on its ranks
+        for name in sim.algorithms(kind):
+            entry = sim.ALGORITHMS[name]
+            assert kind in entry.kinds and entry.description == sim.describe(name)
+            for rank in entry.ranks:
+                topo = sim.torus((2, 3, 2)[:rank])
+                assert sim.schedule(topo, kind, name).kind == kind
+    for rank, default in [(1, "bidirectional-ring"), (2, "torus-2d"), (3, "torus-3d")]:
+        topo = sim.torus((4,) * rank)
+        assert sim.default_algorithm(topo, "all-reduce") == default
+        assert all(rank in sim.ALGORITHMS[n].ranks for n in sim.applicable(topo))
+        assert sim.default_algorithm(topo, "all-to-all") == "direct"
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        sim.describe("telepathy")

@@ -25,7 +25,7 @@ SIZES = [2**6 * 2520 * 64, 2**20 * 2520 * 64]
 
 
 def _cases(topo):
-    for kind in sim.ALGORITHMS:
+    for kind in sim.KINDS:
         for name in sim.algorithms(kind):
             try:
                 sim.schedule(topo, kind, name)
@@ -179,3 +179,11 @@ def test_every_kind_matches_closed_form_and_respects_the_bound(shape, wrap, mult
         cf = sim.closed_form(topo, kind, nbytes, algorithm=name, chip="tpu-v5p")
         assert tl.time_s == pytest.approx(cf, rel=0.01, abs=1e-15), (kind, name)
         assert tl.lower_bound_s <= tl.time_s * (1 + 1e-12), (kind, name)
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 1), (1, 1, 1)])
+def test_one_chip_moves_nothing_and_says_so(shape):
+    """A single chip: no steps, zero time, and the summary does not divide by the zero bound."""
+    tl = sim.simulate(sim.torus(shape), "all-reduce", 1024)
+    assert tl.time_s == 0 == tl.lower_bound_s == sim.closed_form(sim.torus(shape), "all-reduce")
+    assert not tl.steps and "nothing to move" in tl.summary()

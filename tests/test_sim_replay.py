@@ -3,11 +3,14 @@
 Oracle: jax.lax.psum / jax.lax.all_to_all on the same integers, compared exactly.
 """
 
+import jax
 import numpy as np
 import pytest
 
 import gspmd_viz.sim as sim
 from gspmd_viz.sim import execute, replay
+
+DEVICES = jax.devices()  # conftest gave the process 8 CPU devices
 
 EIGHT = [
     sim.preset("2x4"),
@@ -31,7 +34,9 @@ def test_all_reduce_equals_psum_exactly(topo):
         except ValueError:
             continue
         x = _data(sched)
-        assert np.array_equal(replay.run_on_devices(sched, x), replay.psum_on_devices(x)), name
+        assert np.array_equal(
+            replay.run_on_devices(sched, x, DEVICES), replay.psum_on_devices(x, DEVICES)
+        ), name
 
 
 def test_reduce_scatter_and_all_gather_match_psum():
@@ -40,28 +45,34 @@ def test_reduce_scatter_and_all_gather_match_psum():
         rs = sim.schedule(topo, "reduce-scatter", name)
         x = _data(rs, seed=1)
         owners = execute.reduce_scatter_owners(rs)  # symbolic: who ends with which chunk
-        got = replay.run_on_devices(rs, x)
-        total = replay.psum_on_devices(x)
+        got = replay.run_on_devices(rs, x, DEVICES)
+        total = replay.psum_on_devices(x, DEVICES)
         chunks = np.arange(rs.n_chunks)
         assert np.array_equal(got[owners, chunks], total[owners, chunks])
         # all-gather: start with only the owned chunks; the result is their sum = psum of start
         ag = sim.schedule(topo, "all-gather", name)
         start = np.zeros_like(x)
         start[owners, chunks] = x[owners, chunks]
-        assert np.array_equal(replay.run_on_devices(ag, start), replay.psum_on_devices(start))
+        assert np.array_equal(
+            replay.run_on_devices(ag, start, DEVICES), replay.psum_on_devices(start, DEVICES)
+        )
 
 
 def test_all_to_all_matches_jax():
     sched = sim.schedule(sim.preset("2x4"), "all-to-all", "direct")
     x = _data(sched, seed=2)
-    assert np.array_equal(replay.run_on_devices(sched, x), replay.all_to_all_on_devices(x))
+    assert np.array_equal(
+        replay.run_on_devices(sched, x, DEVICES), replay.all_to_all_on_devices(x, DEVICES)
+    )
 
 
 def test_a_broken_schedule_is_caught():
     sched = sim.schedule(sim.preset("2x4"), "all-reduce", "torus-2d")
     del sched.steps[-1]  # forget the last all-gather step
     x = _data(sched, seed=3)
-    assert not np.array_equal(replay.run_on_devices(sched, x), replay.psum_on_devices(x))
+    assert not np.array_equal(
+        replay.run_on_devices(sched, x, DEVICES), replay.psum_on_devices(x, DEVICES)
+    )
 
 
 def test_rounds_are_permutations():
@@ -71,3 +82,9 @@ def test_rounds_are_permutations():
         assert sorted(np.concatenate(groups)) == list(range(len(step)))
         for g in groups:
             assert len(set(step.src[g])) == len(g) == len(set(step.dst[g]))
+
+
+def test_too_few_devices_say_what_to_do():
+    sched = sim.schedule(sim.preset("2x4"), "all-reduce", "torus-2d")
+    with pytest.raises(ValueError, match=r"gv.use_cpu_devices\(8\)"):
+        replay.run_on_devices(sched, _data(sched), DEVICES[:4])

@@ -1,6 +1,7 @@
 """The torus view and widget replay the recorded timeline; bad input shows inline messages."""
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 import gspmd_viz.sim as sim
@@ -30,11 +31,20 @@ def test_phase_one_links_are_drawn_lighter():
     assert fr.level[phase == 0].max() > fr.level[phase == 1].max()
 
 
-def test_figure_marks_the_busiest_link_and_names_the_phase():
+def test_figure_marks_every_busiest_link_and_names_the_phase():
     tl = _tl("torus-2d-halves")
-    fig = torus.figure(torus.frames(tl), 0)
-    names = [t.name for t in fig.data]
-    assert "busiest link" in names and "chips" in names
+    fr = torus.frames(tl)
+    fig = torus.figure(fr, 0)
+    for i, rec in enumerate(tl.steps):  # oracle: the step's own per-link bytes
+        tied = rec.links[rec.link_bytes == rec.link_bytes.max()]
+        assert sorted(fr.links[fr.busiest[i]]) == sorted(tied)
+    red = [t for t in fig.data if t.legendgroup == "busiest"]
+    n_tied = len(fr.busiest[0])
+    assert red[0].name == f"busiest links ({n_tied} tied)" and n_tied > 1
+    drawn = sum(np.isfinite(np.array(t.x, float)).sum() for t in red)
+    n_wrap = fr.wrap_mask[fr.busiest[0]].sum()  # drawn as two stubs of 2 points each
+    assert drawn == 3 * (n_tied - n_wrap) + 4 * n_wrap  # every tied link is drawn
+    assert "chips" in [t.name for t in fig.data]
     assert "phase 0" in fig.layout.title.text
     with pytest.raises(ValueError, match="step must be"):
         torus.figure(torus.frames(tl), len(tl.steps))
@@ -45,47 +55,60 @@ def test_3d_and_1d_topologies_draw():
         tl = sim.simulate(topo, "all-reduce", 2**20, algorithm=name, chip="tpu-v4")
         fig = torus.figure(torus.frames(tl), 1)
         assert len(fig.data) > 3
+    labels = [a.text for a in fig.layout.annotations]
+    assert "dim 0 →" in labels
 
 
-def test_widget_controls_and_inline_errors():
-    w = torus.TorusWidget()
-    assert w.frames is not None and w.message.value == ""
-    assert "phase 1" in w.summary.value and "torus-2d:" in w.summary.value
-    n_steps = len(w.frames)
-    w.slider.value = n_steps  # the slider counts steps from 1, like the titles
-    assert f"step {n_steps}/{n_steps}" in w.figure.layout.title.text
-    w.slider.value = 1
-    assert "step 1/" in w.figure.layout.title.text
-    w.payload.value = "-3"
-    assert "payload" in w.message.value
-    w.payload.value = "__import__('os')"  # never evaluated
-    assert "whole number of bytes" in w.message.value
-    w.payload.value = "1000"  # not divisible into the algorithm's chunks
-    assert "does not split" in w.message.value
-    w.payload.value = "4 MiB"
-    assert w.message.value == ""
-    w.preset.value = "custom"
-    w.size.value = "0x4"
-    assert "positive" in w.message.value
-    w.size.value = "3x3"
-    w.algorithm.value = "torus-2d-halves"
-    w.payload.value = "36 KiB"
-    assert w.message.value == "" and w.frames.tl.topo.shape == (3, 3)
-    w.algorithm.value = "naive"
-    assert w.frames.tl.algorithm == "naive"
-    w.kind.value = "all-to-all"
-    assert w.frames.tl.kind == "all-to-all"
-    w.kind.value = "all-reduce"
-    w.algorithm.value = "torus-2d"
-    w.preset.value = "tpu-v4-4x4x4"  # a 3-D preset switches a 2-D algorithm to torus-3d
-    assert w.algorithm.value == "torus-3d"
-    assert w.message.value == "" and w.frames.tl.topo.ndim == 3
-    w.algorithm.value = "torus-2d"
-    assert "3-D" in w.message.value or "2-D" in w.message.value
+def test_3d_slices_are_labelled_and_laid_out_in_blocks():
+    tl = sim.simulate(sim.preset("tpu-v4-4x4x4"), "all-reduce", 2**20, "torus-3d", chip="tpu-v4")
+    fr = torus.frames(tl)
+    labels = [a.text for a in torus.figure(fr, 0).layout.annotations]
+    assert [f"slice dim 2 = {k} (dim 1 →)" for k in range(4)] == [
+        t for t in labels if t.startswith("slice")
+    ]
+    blocks = {k: fr.xy[tl.topo.coords[:, 2] == k] for k in range(4)}
+    for k in range(4):  # each slice is a 4x4 block of its own, no block overlaps another
+        assert len({tuple(p) for p in blocks[k]}) == 16
+    assert len({tuple(p) for p in fr.xy}) == 64
+
+
+def test_low_loads_stand_out_on_white_and_the_figure_fits_1024_px():
+    from gspmd_viz.viz.torus_frames import COLOURS
+
+    def luminance(hex_colour):
+        rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    for colour in COLOURS[1:]:  # every loaded level: WCAG non-text contrast on white, 3:1
+        assert 1.05 / (luminance(colour) + 0.05) >= 3, colour
+    for fr in (torus.frames(_tl()), torus.frames(_tl(shape=(32, 32)))):
+        fig = torus.figure(fr, 0)
+        assert fig.layout.width <= 1024 - 100  # room for JupyterLab's prompt and margins
+        if fig.layout.legend.orientation == "h":  # the legend sits below, inside the width
+            assert fig.layout.legend.y <= 0
+
+
+def test_heatmap_cells_are_the_busier_of_each_chips_two_links():
+    tl = _tl("torus-2d-halves", shape=(32, 32))
+    fr = torus.frames(tl)
+    step = 40
+    fig = torus.figure(fr, step)
+    maps = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(maps) == 3  # dim 0 links, dim 1 links, chips
+    rec, topo = tl.steps[step], tl.topo
+    level = np.ceil(rec.link_bytes / fr.peak_bytes * 5).clip(1, 5)  # oracle from the record
+    for d in range(2):
+        expect = np.zeros(topo.shape, np.int8)
+        for link, lv in zip(rec.links, level, strict=True):
+            src, _, dim, _ = topo.link_info(link)
+            if dim == d:
+                r, c = topo.coord(src)
+                expect[r, c] = max(expect[r, c], lv)
+        assert np.array_equal(np.array(maps[d].z), expect), d
 
 
 def test_parse_helpers():
-    assert torus.parse_bytes("4 MiB") == 4 * 2**20
     assert torus.parse_shape("4x4x2") == (4, 4, 2)
     with pytest.raises(ValueError):
         torus.parse_shape("four by four")
@@ -95,8 +118,8 @@ def test_time_vs_payload_curves_follow_the_closed_forms():
     topo = sim.torus((4, 4))
     fig = timeline.time_vs_payload(topo, sizes=[2**12, 2**20, 2**28])
     lines = {t.name: t for t in fig.data if t.mode == "lines"}
-    assert set(timeline.applicable(topo)) <= set(lines)
-    for name in timeline.applicable(topo):
+    assert set(sim.applicable(topo)) <= set(lines)
+    for name in sim.applicable(topo):
         expect = [sim.closed_form(topo, "all-reduce", s, name) for s in (2**12, 2**20, 2**28)]
         assert np.allclose(lines[name].y, expect)
     bound = lines["bandwidth lower bound"].y

@@ -19,9 +19,6 @@ import numpy as np
 from gspmd_viz.sim.rings import dim_rings, ring_all_gather, ring_order, ring_reduce_scatter
 from gspmd_viz.sim.topology import Topology
 
-KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
-MAX_TRANSFERS = 5_000_000  # keeps a schedule within a few hundred MB
-
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
@@ -109,8 +106,9 @@ def _merge(streams):
     return steps
 
 
-# ----- the algorithms --------------------------------------------------------------------------
-def _ring_like(topo, kind, bidirectional):
+# ----- schedule builders: (topo, kind) -> (chunks per chip, phases, steps) ----------------
+def ring_like(topo: Topology, kind: str, bidirectional: bool):
+    """One ring through all chips (both ways round when `bidirectional`)."""
     order = ring_order(topo)
     n = len(order)
     signs = (1, -1) if bidirectional else (1,)
@@ -127,15 +125,15 @@ def _ring_like(topo, kind, bidirectional):
         for p, v in pl.items():
             payload[p] = payload.get(p, 0) + v
     phases = [Phase(nm, payload.get(i, k)) for i, nm in enumerate(names[kind])]
-    return k, phases, streams
+    return k, phases, _merge(streams)
 
 
-def _phased(topo, kind, orders):
+def phased(topo: Topology, kind: str, orders: tuple[tuple[int, ...], ...]):
     """The torus algorithm: rings along one dim at a time; `orders` gives each part's dim order.
 
     One dim order: the classic phased algorithm (Hot Chips 2020, "phase 0 sums along columns,
     phase 1 along rows"). Several orders: each part of the payload runs it in its own order at
-    the same time, so more of every chip's links are busy (see dim_orders).
+    the same time, so more of every chip's links are busy (the registry names the orders).
     """
     active = [[d for d in order if topo.shape[d] > 1] for order in orders]
     n_active = len(active[0])
@@ -156,7 +154,7 @@ def _phased(topo, kind, orders):
             for p, v in pl.items():
                 payload[p] = payload.get(p, 0) + v
     phases = [Phase(_phase_name(kind, active, i, n_active), payload[i]) for i in sorted(payload)]
-    return k, phases, streams
+    return k, phases, _merge(streams)
 
 
 def _phase_name(kind, orders, i, n):
@@ -175,9 +173,8 @@ def _pos(kind, i, n):
     return i if i < n else 2 * (n - 1) - i
 
 
-def _naive(topo, kind):
-    if kind != "all-reduce":
-        raise ValueError("the naive algorithm is only defined for all-reduce")
+def naive(topo: Topology, kind: str):
+    """All-reduce through chip 0: everyone sends it their data, it sends back the sum."""
     others = np.arange(1, topo.n_chips)
     zero = np.zeros_like(others)
     one = np.ones_like(others)
@@ -189,113 +186,10 @@ def _naive(topo, kind):
     return 1, [Phase("gather to chip 0 (summing)", 1), Phase("broadcast from chip 0", 1)], steps
 
 
-def _all_to_all_direct(topo):
+def all_to_all_direct(topo: Topology, kind: str):
+    """All-to-all in one step: every chip sends each other chip its chunk."""
     n = topo.n_chips
     i, j = np.nonzero(~np.eye(n, dtype=bool))
     one = np.ones_like(i)
     step = Step(0, i, j, j, one, np.zeros(len(i), bool), i)
     return n, [Phase("every chip sends one chunk to every other chip", n)], [step]
-
-
-def _need_ndim(topo, n, name):
-    if topo.ndim != n:
-        raise ValueError(f"algorithm {name!r} needs a {n}-D topology, got shape {topo.shape}")
-
-
-def _build(kind, name, topo):
-    if kind == "all-to-all":
-        return _all_to_all_direct(topo)
-    if name == "naive":
-        return _naive(topo, kind)
-    if name in ("ring", "bidirectional-ring"):
-        k, phases, streams = _ring_like(topo, kind, name == "bidirectional-ring")
-    else:
-        k, phases, streams = _phased(topo, kind, dim_orders(name, topo))
-    return k, phases, _merge(streams)
-
-
-def dim_orders(name: str, topo: Topology) -> list[tuple[int, ...]]:
-    """The dim order of each part of the payload in a phased torus algorithm.
-
-    torus-Nd: one part, dims in order. -halves: two halves in opposite orders. -thirds (3-D):
-    three parts in the cyclic orders (0,1,2), (1,2,0), (2,0,1), so that in every phase each part
-    uses its own dim and all six links of a chip are busy.
-    """
-    nd = 3 if name.startswith("torus-3d") else 2
-    _need_ndim(topo, nd, name)
-    order = tuple(range(nd))
-    if name.endswith("-halves"):
-        return [order, order[::-1]]
-    if name.endswith("-thirds"):
-        return [order[i:] + order[:i] for i in range(nd)]
-    return [order]
-
-
-_DESCRIPTIONS = {
-    "ring": "one ring through all chips: reduce-scatter then all-gather, 2(N-1) steps",
-    "bidirectional-ring": "half the payload round the ring each way: every chip uses 2 links",
-    "torus-2d": "phase 0 along dim 0 (columns), phase 1 along dim 1 on 1/cols of the payload",
-    "torus-2d-halves": "two halves of the payload run torus-2d in opposite dim orders at once",
-    "torus-3d": "the phased torus algorithm along dims 0, 1, 2",
-    "torus-3d-halves": "two halves in dim orders (0, 1, 2) and (2, 1, 0)",
-    "torus-3d-thirds": "three parts in orders (0, 1, 2), (1, 2, 0), (2, 0, 1): all 6 links busy",
-    "naive": "sum everything on chip 0, then send the sum to everyone",
-    "direct": "every chip sends each other chip its chunk at once (dimension-ordered routes)",
-}
-# Reduce-scatter and all-gather are the two halves of an all-reduce and share its algorithms.
-_HALF_OF_ALL_REDUCE = (
-    "ring",
-    "bidirectional-ring",
-    "torus-2d",
-    "torus-2d-halves",
-    "torus-3d",
-    "torus-3d-thirds",
-)
-ALGORITHMS = {
-    "all-reduce": (
-        "ring",
-        "bidirectional-ring",
-        "torus-2d",
-        "torus-2d-halves",
-        "torus-3d",
-        "torus-3d-halves",
-        "torus-3d-thirds",
-        "naive",
-    ),
-    "reduce-scatter": _HALF_OF_ALL_REDUCE,
-    "all-gather": _HALF_OF_ALL_REDUCE,
-    "all-to-all": ("direct",),
-}
-
-
-def algorithms(kind: str = "all-reduce") -> list[str]:
-    """Names of the algorithms we simulate for a collective kind."""
-    check_kind(kind)
-    return list(ALGORITHMS[kind])
-
-
-def describe(name: str) -> str:
-    return _DESCRIPTIONS[name]
-
-
-def check_kind(kind):
-    if kind not in ALGORITHMS:
-        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(ALGORITHMS)}")
-
-
-def schedule(topo: Topology, kind: str = "all-reduce", algorithm: str = "torus-2d") -> Schedule:
-    """Build the schedule (steps of transfers) of `algorithm` for collective `kind` on `topo`."""
-    check_kind(kind)
-    if algorithm not in ALGORITHMS[kind]:
-        raise ValueError(
-            f"unknown {kind} algorithm {algorithm!r}; known: {', '.join(ALGORITHMS[kind])}"
-        )
-    n = topo.n_chips
-    work = n * n if algorithm in ("ring", "bidirectional-ring", "direct") else n * 64
-    if work > MAX_TRANSFERS:
-        raise ValueError(
-            f"{algorithm!r} on {n} chips needs about {work:,} transfers; we simulate at most "
-            f"{MAX_TRANSFERS:,} (try a smaller topology or a torus algorithm)"
-        )
-    k, phases, steps = _build(kind, algorithm, topo)
-    return Schedule(kind, algorithm, topo, k, phases, steps)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from gspmd_viz.units import format_bytes, format_time
+
 
 @dataclasses.dataclass(frozen=True)
 class Chip:
@@ -35,9 +37,9 @@ class Chip:
     def __repr__(self):
         return (
             f"Chip({self.name}: {self.peak_bf16_flops / 1e12:.0f} TFLOP/s bf16, "
-            f"HBM {self.hbm_bytes / 2**30:.0f} GiB @ {self.hbm_bandwidth_Bps / 1e9:.0f} GB/s, "
+            f"HBM {format_bytes(self.hbm_bytes)} @ {self.hbm_bandwidth_Bps / 1e9:.0f} GB/s, "
             f"ICI {self.ici_link_bandwidth_Bps / 1e9:.0f} GB/s/link/direction, "
-            f"{self.hop_latency_s * 1e6:.1f} us/hop)"
+            f"{format_time(self.hop_latency_s)}/hop)"
         )
 
 

@@ -10,15 +10,13 @@ import numpy as np
 
 from gspmd_viz.sim.chips import Chip
 from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.rings import ring_order
 from gspmd_viz.sim.topology import Topology
 
-COLLECTIVE_KINDS = (
-    "all-reduce",
-    "all-gather",
-    "reduce-scatter",
-    "all-to-all",
-    "collective-permute",
-)
+# the collectives sim can simulate link by link (the registry has algorithms for each)
+SIMULATED_KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+# the collectives collective_time prices: those plus a neighbour exchange
+COLLECTIVE_KINDS = (*SIMULATED_KINDS, "collective-permute")
 
 
 def _line_factor(n: int, wrap: bool) -> tuple[int, int]:
@@ -50,8 +48,7 @@ def _ring_embedding(topo: Topology) -> tuple[int, int, int]:
         return 1, per_link, hops
     if any(topo.shape[d] % 2 == 0 for d in active):
         return 1, 1, 1  # a cycle of neighbour hops, each cable used once per direction
-    from gspmd_viz.sim.rings import ring_order  # all dims odd: measure the embedding
-
+    # all dims odd: measure the embedding
     order = ring_order(topo)
     nxt = np.roll(order, -1)
     _, fwd, hops = topo.route(order, nxt)
@@ -61,7 +58,8 @@ def _ring_embedding(topo: Topology) -> tuple[int, int, int]:
     return int(uni), int(bi), int(hops.max())
 
 
-def _ring_time(topo, kind, s, bidirectional, beta, alpha):
+def ring_time(topo, kind, s, beta, alpha, bidirectional):
+    """One ring through all chips, 2(N-1) steps for all-reduce (N-1 for its halves)."""
     n = topo.n_chips
     uni, bi, hops = _ring_embedding(topo)
     steps = (2 if kind == "all-reduce" else 1) * (n - 1)
@@ -84,7 +82,8 @@ def _segments(topo, kind, order, payload):
     return rs + rs[::-1]
 
 
-def _phased_time(topo, kind, s, orders, beta, alpha):
+def phased_time(topo, kind, s, beta, alpha, orders):
+    """Rings along one dim at a time; parts of the payload in different dim orders overlap."""
     halves = [_segments(topo, kind, o, s / len(orders)) for o in orders]
     bounds = sorted({0} | {int(np.cumsum([g[1] for g in h])[i]) for h in halves
                            for i in range(len(h))})  # fmt: skip
@@ -116,7 +115,8 @@ def _diameter(topo):
     return sum(n // 2 if w else n - 1 for n, w in zip(topo.shape, topo.wrap, strict=True))
 
 
-def _naive_time(topo, s, beta, alpha):
+def naive_time(topo, kind, s, beta, alpha):
+    """Every route funnels through the links around chip 0, in and then out."""
     active = [d for d in range(topo.ndim) if topo.shape[d] > 1]
     if not active:
         return 0.0
@@ -131,7 +131,8 @@ def _naive_time(topo, s, beta, alpha):
     return gather + bcast
 
 
-def _a2a_time(topo, s, beta, alpha):
+def all_to_all_time(topo, kind, s, beta, alpha):
+    """The busiest link of dimension-ordered shortest routes, and the diameter in hops."""
     n_chips = topo.n_chips
     loads = [
         n_chips // n * _a2a_line_load(n, w) * s / n_chips
@@ -139,34 +140,6 @@ def _a2a_time(topo, s, beta, alpha):
         if n > 1
     ]
     return max(loads, default=0.0) / beta + _diameter(topo) * alpha
-
-
-def closed_form(
-    topo: Topology,
-    kind: str = "all-reduce",
-    nbytes: float = 2**20,
-    algorithm: str | None = None,
-    chip: str | Chip = "tpu-v3",
-) -> float:
-    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`."""
-    from gspmd_viz.sim.algorithms import ALGORITHMS, check_kind, dim_orders
-    from gspmd_viz.sim.simulate import default_algorithm
-
-    check_kind(kind)
-    spec = get_chip(chip)
-    beta, alpha, s = spec.ici_link_bandwidth_Bps, spec.hop_latency_s, float(nbytes)
-    algorithm = algorithm or default_algorithm(topo, kind)
-    if algorithm not in ALGORITHMS[kind]:
-        raise ValueError(f"unknown {kind} algorithm {algorithm!r}")
-    if topo.n_chips == 1:
-        return 0.0
-    if kind == "all-to-all":
-        return _a2a_time(topo, s, beta, alpha)
-    if algorithm == "naive":
-        return _naive_time(topo, s, beta, alpha)
-    if algorithm in ("ring", "bidirectional-ring"):
-        return _ring_time(topo, kind, s, algorithm == "bidirectional-ring", beta, alpha)
-    return _phased_time(topo, kind, s, dim_orders(algorithm, topo), beta, alpha)
 
 
 def _cut_links(topo, d):

@@ -1,8 +1,10 @@
 """Run a schedule for real: every step becomes jax.lax.ppermute calls inside jax.shard_map.
 
-Chip i of the topology is jax device i. A step whose chips send or receive several transfers is
-split into rounds that are each a (partial) permutation, as ppermute requires; all rounds of a
-step read the buffers as they were when the step began, like the simulator assumes.
+Chip i of the topology is ``devices[i]``: the caller passes the jax devices (e.g.
+``jax.devices()`` after ``gv.use_cpu_devices(8)``), so sim imports nothing from the compiler
+package. A step whose chips send or receive several transfers is split into rounds that are each
+a (partial) permutation, as ppermute requires; all rounds of a step read the buffers as they were
+when the step began, like the simulator assumes.
 The result must equal jax.lax.psum (all-reduce) exactly for integer data.
 """
 
@@ -66,17 +68,28 @@ def _apply_round(x0, x, tab, perm, width, n_chunks):
     return x
 
 
-def run_on_devices(schedule: Schedule, x: np.ndarray) -> np.ndarray:
-    """Execute `schedule` on jax devices. x: [n_chips, n_chunks, L] -> same shape, per chip."""
-    import jax
-    from jax.sharding import Mesh, PartitionSpec
+def _mesh(devices, n: int):
+    """A 1-D jax mesh over the first n of `devices`, one chip per device."""
+    from jax.sharding import Mesh
 
-    from gspmd_viz.core.devices import available_devices
+    devices = list(devices)
+    if len(devices) < n:
+        raise ValueError(
+            f"this runs {n} chips, one per device, but got {len(devices)} devices: "
+            f"call gv.use_cpu_devices({n}) before any jax computation and pass jax.devices()"
+        )
+    return Mesh(np.array(devices[:n]), (AXIS,))
+
+
+def run_on_devices(schedule: Schedule, x: np.ndarray, devices) -> np.ndarray:
+    """Execute `schedule` on jax `devices`. x: [n_chips, n_chunks, L] -> same shape, per chip."""
+    import jax
+    from jax.sharding import PartitionSpec
 
     n, k = schedule.topo.n_chips, schedule.n_chunks
     if x.shape[:2] != (n, k):
         raise ValueError(f"x must have shape ({n}, {k}, L), got {x.shape}")
-    mesh = Mesh(np.array(available_devices(n)), (AXIS,))
+    mesh = _mesh(devices, n)
     plan = [[_round_tables(st, idx, n) for idx in rounds(st)] for st in schedule.steps]
 
     def body(xb):  # xb: [1, K, L] on each device
@@ -92,27 +105,23 @@ def run_on_devices(schedule: Schedule, x: np.ndarray) -> np.ndarray:
     return np.asarray(f(x))
 
 
-def psum_on_devices(x: np.ndarray) -> np.ndarray:
+def psum_on_devices(x: np.ndarray, devices) -> np.ndarray:
     """The oracle: jax.lax.psum over all chips of x [n_chips, ...], result on every chip."""
     import jax
-    from jax.sharding import Mesh, PartitionSpec
+    from jax.sharding import PartitionSpec
 
-    from gspmd_viz.core.devices import available_devices
-
-    mesh = Mesh(np.array(available_devices(x.shape[0])), (AXIS,))
+    mesh = _mesh(devices, x.shape[0])
     spec = PartitionSpec(AXIS)
     f = jax.shard_map(lambda b: jax.lax.psum(b, AXIS), mesh=mesh, in_specs=spec, out_specs=spec)
     return np.asarray(jax.jit(f)(x))
 
 
-def all_to_all_on_devices(x: np.ndarray) -> np.ndarray:
+def all_to_all_on_devices(x: np.ndarray, devices) -> np.ndarray:
     """The oracle for all-to-all: chip j ends with chunk j of every chip, in chip order."""
     import jax
-    from jax.sharding import Mesh, PartitionSpec
+    from jax.sharding import PartitionSpec
 
-    from gspmd_viz.core.devices import available_devices
-
-    mesh = Mesh(np.array(available_devices(x.shape[0])), (AXIS,))
+    mesh = _mesh(devices, x.shape[0])
     spec = PartitionSpec(AXIS)
 
     def body(b):  # [1, N, L]: split dim 1 across chips, concatenate on dim 1

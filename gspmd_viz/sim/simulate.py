@@ -12,10 +12,12 @@ import dataclasses
 import numpy as np
 
 from gspmd_viz.sim import cost
-from gspmd_viz.sim.algorithms import Schedule, Step, check_kind, schedule
+from gspmd_viz.sim.algorithms import Schedule, Step
 from gspmd_viz.sim.chips import Chip
 from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.registry import check_kind, default_algorithm, schedule
 from gspmd_viz.sim.topology import Topology
+from gspmd_viz.units import format_bytes, format_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +72,8 @@ class StepRecord:
     def __repr__(self):
         return (
             f"Step({self.index}, {self.phase_name}: {len(self.step)} transfers, busiest link "
-            f"{self.max_link_bytes:,.0f} B, {self.max_hops} hops, {self.time_s * 1e6:.2f} us)"
+            f"{format_bytes(self.max_link_bytes)}, {self.max_hops} hops, "
+            f"{format_time(self.time_s)})"
         )
 
 
@@ -90,44 +93,30 @@ class Timeline:
 
     def summary(self) -> str:
         lines = [
-            f"{self.kind} of {_fmt_bytes(self.nbytes)}/chip, {self.algorithm}, "
+            f"{self.kind} of {format_bytes(self.nbytes)}/chip, {self.algorithm}, "
             f"{self.topo.describe()}, {self.chip.name}",
-            f"  total {_fmt_s(self.time_s)} in {len(self.steps)} steps; bandwidth lower bound "
-            f"{_fmt_s(self.lower_bound_s)} (ratio {self.time_s / self.lower_bound_s:.2f})",
+            f"  total {format_time(self.time_s)} in {len(self.steps)} steps; {self._bound_text()}",
         ]
         for p in self.phases:
             lines.append(
-                f"  {p.name}: payload {_fmt_bytes(p.payload_bytes)}/chip, {p.n_steps} steps, "
-                f"{_fmt_s(p.time_s)}"
+                f"  {p.name}: payload {format_bytes(p.payload_bytes)}/chip, {p.n_steps} steps, "
+                f"{format_time(p.time_s)}"
             )
         return "\n".join(lines)
+
+    def _bound_text(self) -> str:
+        bound = f"bandwidth lower bound {format_time(self.lower_bound_s)}"
+        if self.lower_bound_s == 0:  # one chip: nothing to move
+            return f"{bound} (nothing to move)"
+        return f"{bound} (ratio {self.time_s / self.lower_bound_s:.2f})"
 
     def __repr__(self):
         return (
             f"Timeline({self.kind} {self.algorithm}, {'x'.join(map(str, self.topo.shape))}, "
-            f"{_fmt_bytes(self.nbytes)}/chip: {_fmt_s(self.time_s)}, {len(self.steps)} steps, "
+            f"{format_bytes(self.nbytes)}/chip: {format_time(self.time_s)}, "
+            f"{len(self.steps)} steps, "
             f"{len(self.phases)} phases)"
         )
-
-
-def _fmt_bytes(b) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= size:
-            return f"{b / size:.3g} {unit}"
-    return f"{b:.3g} B"
-
-
-def _fmt_s(t) -> str:
-    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if t >= size:
-            return f"{t / size:.4g} {unit}"
-    return f"{t * 1e9:.4g} ns"
-
-
-def default_algorithm(topo: Topology, kind: str) -> str:
-    if kind == "all-to-all":
-        return "direct"
-    return {2: "torus-2d", 3: "torus-3d"}.get(topo.ndim, "bidirectional-ring")
 
 
 def check_nbytes(nbytes, n_chunks: int, algorithm: str, pad: bool) -> float:
@@ -136,9 +125,11 @@ def check_nbytes(nbytes, n_chunks: int, algorithm: str, pad: bool) -> float:
         raise ValueError(f"payload must be a positive whole number of bytes, got {nbytes!r}")
     if nbytes % n_chunks:
         if not pad:
+            up = -(-nbytes // n_chunks)
             raise ValueError(
-                f"payload of {nbytes} bytes does not split into the {n_chunks} equal chunks "
-                f"that {algorithm!r} needs here; use a multiple of {n_chunks} bytes or pad=True"
+                f"payload of {nbytes:,} B does not split into the {n_chunks} equal chunks that "
+                f"{algorithm!r} needs here: use a multiple of {n_chunks} B (e.g. {up * n_chunks:,}"
+                f" B) or pad=True (every chunk rounded up to {up:,} B)"
             )
         return float(-(-nbytes // n_chunks))
     return float(nbytes // n_chunks)

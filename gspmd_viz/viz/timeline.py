@@ -10,19 +10,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gspmd_viz import sim
+from gspmd_viz.units import format_bytes
 
 _DASH = {"ring": "dot", "bidirectional-ring": "dash", "naive": "longdashdot"}
 _COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
-
-
-def applicable(topo: sim.Topology, kind: str = "all-reduce") -> list[str]:
-    """Algorithms of `kind` that can run on `topo` (e.g. torus-3d needs a 3-D topology)."""
-    out = []
-    for name in sim.algorithms(kind):
-        nd = 3 if name.startswith("torus-3d") else 2 if name.startswith("torus-2d") else None
-        if nd is None or nd == topo.ndim:
-            out.append(name)
-    return out
 
 
 def latency_bandwidth_split(topo, kind, algorithm, chip="tpu-v3") -> tuple[float, float]:
@@ -41,7 +32,7 @@ def time_vs_payload(
     simulate_markers: bool | None = None,
 ) -> go.Figure:
     """Log-log plot of time against payload per chip, one curve per algorithm, and the bound."""
-    algorithms = list(algorithms or applicable(topo, kind))
+    algorithms = list(algorithms or sim.applicable(topo, kind))
     sizes = np.asarray(sizes if sizes is not None else 2.0 ** np.arange(10, 33), float)
     if simulate_markers is None:
         simulate_markers = topo.n_chips <= 64
@@ -95,18 +86,11 @@ def time_vs_payload(
             "type": "log",
             "title": "payload per chip",
             "tickvals": ticks,
-            "ticktext": [_bytes_label(t) for t in ticks],
+            "ticktext": [format_bytes(t) for t in ticks],
         },
         yaxis={"type": "log", "title": "time", "exponentformat": "SI", "ticksuffix": "s"},
         height=480,
-        width=860,
+        width=800,
         margin={"t": 60},
     )
     return fig
-
-
-def _bytes_label(b: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if b >= size:
-            return f"{b / size:g} {unit}"
-    return f"{b:g} B"

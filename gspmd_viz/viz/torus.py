@@ -1,254 +1,44 @@
-"""The torus view: chips on a grid, every link coloured by the bytes it carries in one step.
+"""The torus widget: pick a topology, collective, algorithm, payload and TPU, then watch each step.
 
-``frames(tl)`` turns a recorded Timeline into per-step arrays (link load levels, what each chip
-holds, the busiest link) once; ``figure(fr, step)`` draws one of them; ``TorusWidget`` is a frame
-index (Play + slider) over them plus controls that record a new timeline. Nothing here
-re-simulates a step: frames only read ``tl.steps``.
+``frames(tl)`` turns a recorded Timeline into per-step arrays once; ``figure(fr, step)`` draws one
+step, link by link up to 256 chips (torus_links.py) and as per-dim heatmaps beyond
+(torus_heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus controls that
+record a new timeline. Nothing here re-simulates a step. Every handler error becomes one line in
+the widget and greys the stale figure; the controls always describe what is drawn.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+import functools
+import itertools
 import json
 import re
 
 import ipywidgets as widgets
-import numpy as np
 import plotly.graph_objects as go
 
 from gspmd_viz import sim
-from gspmd_viz.sim.algorithms import describe
-from gspmd_viz.sim.execute import expand
+from gspmd_viz.units import parse_bytes
+from gspmd_viz.viz.torus_frames import Frames, frames, positions
+from gspmd_viz.viz.torus_heatmap import heatmap_figure
+from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, link_figure, svg
 
-LEVELS = 6  # link load levels: 0 idle, 1..5 up to the busiest link of the whole timeline
-_COLOURS = ["#d9d9d9", "#fde725", "#5ec962", "#21918c", "#3b528b", "#440154"]
-_WIDTHS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]
-OWNERSHIP_LIMIT = 2**20  # chips x chunks up to which frames replay chunk ownership (16x16)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Frames:
-    tl: sim.Timeline
-    xy: np.ndarray  # [n_chips, 2] drawing position of each chip
-    links: np.ndarray  # [L] ids of the existing links
-    level: np.ndarray  # [n_steps, L] int8 load level of each link in each step
-    held: np.ndarray  # [n_steps + 1, n_chips] colour of each chip before step 0 .. after last
-    held_label: str
-    peak_bytes: float  # the busiest link's bytes over the whole timeline
-    wrap_mask: np.ndarray  # [L] True for wraparound links (drawn dotted)
-    geom_x: np.ndarray  # [L, 6] polyline of each link (NaN separated)
-    geom_y: np.ndarray
-
-    def __len__(self):
-        return len(self.tl.steps)
-
-
-def positions(topo: sim.Topology) -> np.ndarray:
-    """Dim 0 runs down the page (rows), dim 1 across; dim 2 slices sit side by side."""
-    c = topo.coords
-    if topo.ndim == 1:
-        return np.stack([c[:, 0], np.zeros(len(c))], 1).astype(float)
-    x = c[:, 1].astype(float)
-    if topo.ndim == 3:
-        x = x + c[:, 2] * (topo.shape[1] + 1)
-    return np.stack([x, -c[:, 0].astype(float)], 1)
-
-
-def _held_by_ownership(tl):
-    """Fraction of the final result each chip holds, replaying the recorded transfers."""
-    n, k = tl.topo.n_chips, tl.schedule.n_chunks
-    count = np.ones((n, k), np.int32)
-    out = [count.sum(1) / (n * k)]
-    for rec in tl.steps:
-        st = rec.step
-        rep, c_src, c_dst = expand(st)
-        vals = count[st.src[rep], c_src]
-        red = st.reduce[rep]
-        np.add.at(count, (st.dst[rep][red], c_dst[red]), vals[red])
-        count[st.dst[rep][~red], c_dst[~red]] = vals[~red]
-        out.append(count.sum(1) / (n * k))
-    return np.array(out, np.float32)
-
-
-def _held_by_bytes(tl):
-    """Share of its incoming bytes each chip has received (cheap; used on huge tori)."""
-    n = tl.topo.n_chips
-    got = np.zeros((len(tl.steps) + 1, n))
-    for i, rec in enumerate(tl.steps):
-        got[i + 1] = got[i] + np.bincount(rec.step.dst, weights=rec.nbytes, minlength=n)
-    return (got / np.maximum(got[-1], 1e-300)).astype(np.float32)
-
-
-def frames(tl: sim.Timeline) -> Frames:
-    """Per-step drawing data for a recorded timeline (vectorised; no re-simulation)."""
-    topo = tl.topo
-    links = np.flatnonzero(topo.link_exists)
-    slot = np.full(topo.n_link_slots, -1, np.int64)
-    slot[links] = np.arange(len(links))
-    peak = max((r.max_link_bytes for r in tl.steps), default=0.0) or 1.0
-    level = np.zeros((len(tl.steps), len(links)), np.int8)
-    for i, rec in enumerate(tl.steps):
-        lv = np.ceil(rec.link_bytes / peak * (LEVELS - 1)).clip(1, LEVELS - 1)
-        level[i, slot[rec.links]] = lv
-    use_own = tl.kind == "all-reduce" and topo.n_chips * tl.schedule.n_chunks <= OWNERSHIP_LIMIT
-    if use_own:
-        held, label = _held_by_ownership(tl), "share of the final sum held"
-    else:
-        held, label = _held_by_bytes(tl), "share of incoming bytes received"
-    src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
-    gap = topo.coords[topo.link_dst[links], dim] - topo.coords[src, dim]
-    wrap = np.abs(gap) > 1
-    xy = positions(topo)
-    gx, gy = _geometry(topo, xy, links, wrap)
-    return Frames(tl, xy, links, level, held, label, float(peak), wrap, gx, gy)
-
-
-# ----- drawing -------------------------------------------------------------------------------
-def _geometry(topo, xy, links, wrap) -> tuple[np.ndarray, np.ndarray]:
-    """[L, 6] x and y of each link's polyline (NaN = gap), vectorised.
-
-    A link is drawn beside the straight line between its chips (+ and - directions on opposite
-    sides); a wraparound link becomes two stubs: leaving the grid here, re-entering there. In 3-D
-    the dim-2 links join side-by-side slices, so they bow out of the rows as arcs.
-    """
-    src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
-    p0, p1 = xy[src], xy[topo.link_dst[links]]
-    u = p1 - p0
-    u /= np.maximum(np.hypot(u[:, 0], u[:, 1]), 1e-9)[:, None]
-    arc = (dim == 2) if topo.ndim == 3 else np.zeros(len(links), bool)
-    stub = wrap & ~arc
-    u[stub] *= -1
-    off = 0.09 if topo.n_chips <= 256 else 0.12
-    side = np.stack([-u[:, 1], u[:, 0]], 1)  # + and - direction links on opposite sides
-    a, b = p0 + side * off, p1 + side * off
-    bow = np.where(arc, np.where(wrap, 0.9, 0.35), 0.0)[:, None]
-    mid = (a + b) / 2 + side * bow
-    nan = np.full_like(a, np.nan)
-    straight = np.stack([a, mid, b, nan, nan, nan], 1)
-    stubs = np.stack([a, a + 0.45 * u, nan, b - 0.45 * u, b, nan], 1)
-    pts = np.where(stub[:, None, None], stubs, straight)
-    return pts[..., 0], pts[..., 1]
-
-
-def _lines(fr: Frames, mask: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
-    width = 6 if wrap else 4
-    return fr.geom_x[mask, :width].ravel(), fr.geom_y[mask, :width].ravel()
+__all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_shape", "positions", "svg"]
+CUSTOM = "custom"
+PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4x4": "tpu-v4"}
+MAX_CHIPS = 4096  # the multipod; sim.simulate takes bigger tori in code
+A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
+STALE_CSS = "<style>.gv-stale { opacity: 0.35; filter: grayscale(1); }</style>"
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:
-    """Draw step `step` (0-based) of the frames: link loads, chip colours, busiest link."""
-    tl = fr.tl
-    n_steps = len(tl.steps)
-    if not 0 <= step < max(n_steps, 1):
-        raise ValueError(f"step must be in 0..{n_steps - 1}, got {step}")
-    rec = tl.steps[step] if n_steps else None
-    lv = fr.level[step] if n_steps else np.zeros(len(fr.links), np.int8)
-    scatter = go.Scattergl if len(fr.links) > 3000 else go.Scatter
-    fig = go.Figure()
-    wrap = fr.wrap_mask
-    for b in range(LEVELS):
-        hi = b / (LEVELS - 1) * fr.peak_bytes
-        name = "idle" if b == 0 else f"up to {_kib(hi)}"
-        for is_wrap in (False, True):
-            mask = (lv == b) & (wrap == is_wrap)
-            if is_wrap and not mask.any():
-                continue
-            xs, ys = _lines(fr, mask, is_wrap)
-            line = {"color": _COLOURS[b], "width": _WIDTHS[b], "dash": "dot" if is_wrap else None}
-            fig.add_trace(
-                scatter(
-                    x=xs if len(xs) else [None],
-                    y=ys if len(ys) else [None],
-                    mode="lines",
-                    hoverinfo="skip",
-                    name=name + (" (wraparound)" if is_wrap else ""),
-                    line=line,
-                    legendgroup=name,
-                    showlegend=not is_wrap or b == 0,
-                )  # fmt: skip
-            )
-    if rec is not None and len(rec.links):
-        mask = fr.links == rec.bottleneck_link
-        xs, ys = _lines(fr, mask, bool(fr.wrap_mask[mask][0]))
-        fig.add_trace(
-            scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name="busiest link",
-                hoverinfo="skip",
-                line={"color": "#e4002b", "width": 9},
-            )  # fmt: skip
-        )
-    held = fr.held[step + 1] if n_steps else fr.held[0]
-    n = tl.topo.n_chips
-    text = [f"chip {i} {tl.topo.coord(i)}: {held[i]:.0%}" for i in range(n)] if n <= 1024 else None
-    fig.add_trace(
-        scatter(
-            x=fr.xy[:, 0],
-            y=fr.xy[:, 1],
-            mode="markers",
-            name="chips",
-            text=text,
-            hoverinfo="text" if text else "skip",
-            marker={
-                "size": _chip_size(n),
-                "color": held,
-                "cmin": 0,
-                "cmax": 1,
-                "colorscale": "Blues",
-                "line": {"width": 0.5, "color": "#555"},
-                "colorbar": {"title": {"text": fr.held_label, "side": "right"}, "x": 1.02},
-            },
-        )  # fmt: skip
-    )
-    fig.update_layout(
-        title={"text": _title(tl, rec, step), "font": {"size": 13}},
-        xaxis={"visible": False, "scaleanchor": "y"},
-        yaxis={"visible": False},
-        legend={"title": {"text": "bytes on link"}, "x": 1.16, "y": 1},
-        height=520,
-        width=860,
-        margin={"l": 10, "r": 10, "t": 70, "b": 10},
-        plot_bgcolor="white",
-    )
-    return fig
-
-
-def _chip_size(n):
-    return 22 if n <= 16 else 14 if n <= 64 else 7 if n <= 1024 else 3
-
-
-def _kib(b):
-    return f"{b / 2**20:.3g} MiB" if b >= 2**20 else f"{b / 2**10:.3g} KiB"
-
-
-def _title(tl, rec, step):
-    head = f"{tl.kind} {tl.algorithm} on {tl.topo.describe()} ({tl.chip.name})"
-    if rec is None:
-        return head
-    ph = tl.phases[rec.phase]
-    return (
-        f"{head}<br>step {step + 1}/{len(tl.steps)} · {ph.name} · phase payload "
-        f"{_kib(ph.payload_bytes)}/chip · step {rec.time_s * 1e6:.2f} us · busiest link "
-        f"{_kib(rec.max_link_bytes)} · total {tl.time_s * 1e6:.1f} us"
-    )
-
-
-# ----- the widget ----------------------------------------------------------------------------
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$")
-_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
-
-
-def parse_bytes(text: str) -> int:
-    """'4 MiB' -> 4194304. Plain digits and a unit only; never evaluates the text."""
-    m = _SIZE.match(text or "")
-    if not m:
-        raise ValueError(f"payload {text!r}: write a whole number of bytes, e.g. 1048576 or 1 MiB")
-    value = int(m.group(1)) * _UNITS[m.group(2)]
-    if value <= 0:
-        raise ValueError("payload must be positive")
-    return value
+    """Draw step `step` (0-based): the link view for small tori, heatmaps for big ones."""
+    if not 0 <= step < max(len(fr), 1):
+        raise ValueError(f"step must be in 0..{len(fr) - 1}, got {step}")
+    if fr.tl.topo.n_chips <= LINK_VIEW_CHIPS:
+        return link_figure(fr, step)
+    return heatmap_figure(fr, step)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -259,97 +49,234 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def wrap_options(ndim: int) -> list[tuple[str, tuple[bool, ...]]]:
+    """(label, wrap per dim) for every wraparound choice of an ndim-D torus, all dims first."""
+    out = []
+    for wrap in itertools.product((True, False), repeat=ndim):
+        dims = [str(d) for d in range(ndim) if wrap[d]]
+        label = "all dims" if all(wrap) else "none" if not dims else "dim " + ", ".join(dims)
+        out.append((label, wrap))
+    return out
+
+
+def _inline_errors(handler):
+    """Any exception in a handler becomes one line in the widget; the stale figure is greyed."""
+
+    @functools.wraps(handler)
+    def run(self, *args):
+        try:
+            return handler(self, *args)
+        except Exception as err:  # noqa: BLE001 (a widget must keep working whatever happens)
+            self.fail(err)
+
+    return run
+
+
 class TorusWidget(widgets.VBox):
     """Pick a topology, algorithm, payload and TPU; press Play to watch every step."""
 
     def __init__(self, preset="4x4", algorithm="torus-2d", payload="1 MiB", chip="tpu-v3"):
-        self.preset = widgets.Dropdown(options=[*sim.PRESETS, "custom"], value=preset,
-                                       description="topology")  # fmt: skip
-        self.size = widgets.Text(value="", description="size", placeholder="4x4")
-        self.wrap = widgets.Checkbox(value=True, description="wraparound")
-        self.kind = widgets.Dropdown(options=list(sim.ALGORITHMS), value="all-reduce",
-                                     description="collective")  # fmt: skip
-        self.algorithm = widgets.Dropdown(options=sim.algorithms("all-reduce"), value=algorithm,
-                                          description="algorithm")  # fmt: skip
-        self.payload = widgets.Text(value=payload, description="payload", placeholder="1 MiB")
+        self._quiet_depth = 0
+        self._rank = None  # rank of the topology the controls were last synced to
+        self.frames: Frames | None = None
+        self.figure: go.Figure | None = None
+        self._make_controls(preset, payload, chip)
+        self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
+        rows = [
+            widgets.HBox([self.preset, self.size, self.wrap]),
+            widgets.HBox([self.kind, self.algorithm]),
+            widgets.HBox([self.payload, self.pad, self.chip]),
+            widgets.HBox([self.play, self.slider]),
+        ]
+        super().__init__([widgets.HTML(STALE_CSS), *rows, self.message, self.summary, self.plot])
+        self.add_class("gv-torus-widget")
+        self._observe()
+        with self._quiet():
+            self._fill_preset()
+            self._sync_controls(self.topology())
+        if algorithm in self.algorithm.options:
+            with self._quiet():
+                self.algorithm.value = algorithm
+        self._on_setting(None)
+
+    def _make_controls(self, preset, payload, chip):
+        self.preset = widgets.Dropdown(
+            options=[*sim.PRESETS, CUSTOM], value=preset, description="topology"
+        )
+        self.size = widgets.Text(description="size", placeholder="4x4", continuous_update=False)
+        self.wrap = widgets.Dropdown(options=wrap_options(2), description="wraparound")
+        self.kind = widgets.Dropdown(options=list(sim.KINDS), description="collective")
+        self.algorithm = widgets.Dropdown(
+            options=sim.algorithms("all-reduce"), description="algorithm"
+        )
+        self.payload = widgets.Text(
+            value=payload, description="payload", placeholder="1.5 GiB", continuous_update=False
+        )
+        self.pad = widgets.Checkbox(value=False, description="pad chunks (pad=True)", indent=False)
         self.chip = widgets.Dropdown(options=list(sim.CHIPS), value=chip, description="TPU")
         self.play = widgets.Play(interval=400, min=1, max=1, description="play")
         self.slider = widgets.IntSlider(min=1, max=1, description="step")  # 1-based, as titles
         widgets.jslink((self.play, "value"), (self.slider, "value"))
-        self.message = widgets.HTML()
-        self.summary = widgets.HTML()
-        self.plot = widgets.Output()
-        self.frames: Frames | None = None
-        self.figure: go.Figure | None = None
-        rows = [
-            widgets.HBox([self.preset, self.size, self.wrap]),
-            widgets.HBox([self.kind, self.algorithm]),
-            widgets.HBox([self.payload, self.chip]),
-            widgets.HBox([self.play, self.slider]),
-        ]
-        super().__init__([*rows, self.message, self.summary, self.plot])
-        self._fill_preset()
-        self.preset.observe(lambda _: (self._fill_preset(), self.rebuild()), "value")
-        self.kind.observe(lambda _: self._kind_changed(), "value")
-        for w in (self.size, self.wrap, self.algorithm, self.payload, self.chip):
-            w.observe(lambda _: self.rebuild(), "value")
-        self.slider.observe(lambda ch: self.show(ch["new"] - 1), "value")
+
+    def _observe(self):
+        self.preset.observe(self._on_preset, "value")
+        for w in (self.size, self.wrap, self.kind, self.chip):
+            w.observe(self._on_topology_or_kind, "value")
+        for w in (self.algorithm, self.payload, self.pad):
+            w.observe(self._on_setting, "value")
+        self.slider.observe(self._on_step, "value")
+
+    @contextlib.contextmanager
+    def _quiet(self):
+        """Controls set inside this block by the widget itself trigger no handler."""
+        self._quiet_depth += 1
+        try:
+            yield
+        finally:
+            self._quiet_depth -= 1
+
+    # ----- handlers: each one catches everything (see _inline_errors) ---------------------------
+    @_inline_errors
+    def _on_preset(self, change):
+        if self._quiet_depth or change["new"] == CUSTOM:
+            return
+        with self._quiet():
+            self._fill_preset()
+        self._sync_controls(self.topology())
         self.rebuild()
 
+    @_inline_errors
+    def _on_topology_or_kind(self, _):
+        if self._quiet_depth:
+            return
+        self._sync_controls(self.topology())
+        self.rebuild()
+
+    @_inline_errors
+    def _on_setting(self, _):
+        if not self._quiet_depth:
+            self.rebuild()
+
+    @_inline_errors
+    def _on_step(self, change):
+        if not self._quiet_depth:
+            self.show(change["new"] - 1)
+
+    # ----- keeping controls and display in agreement --------------------------------------------
     def _fill_preset(self):
-        if self.preset.value in sim.PRESETS:
-            shape, wrap, _ = sim.PRESETS[self.preset.value]
-            self._quiet = True
-            self.size.value = "x".join(map(str, shape))
-            self.wrap.value = all(wrap)
-            name = self.algorithm.value
-            if name.startswith("torus-") and not name.startswith(f"torus-{len(shape)}d"):
-                self.algorithm.value = sim.default_algorithm(sim.torus(shape), self.kind.value)
-            self._quiet = False
+        """Size, wraparound and (for real TPU pods) the chip of the chosen preset."""
+        shape, wrap, _ = sim.PRESETS[self.preset.value]
+        self.size.value = "x".join(map(str, shape))
+        self.wrap.options = wrap_options(len(shape))
+        self.wrap.value = tuple(wrap)
+        self.chip.value = PRESET_CHIPS.get(self.preset.value, self.chip.value)
 
-    def _kind_changed(self):
-        opts = sim.algorithms(self.kind.value)
-        self._quiet = True
-        self.algorithm.options = opts
-        self.algorithm.value = opts[0]
-        self._quiet = False
-        self.rebuild()
+    def _sync_controls(self, topo: sim.Topology):
+        """Preset label, wraparound choices and algorithm list follow the topology drawn."""
+        with self._quiet():
+            if len(self.wrap.value) != topo.ndim:
+                self.wrap.options = wrap_options(topo.ndim)
+                self.wrap.value = (True,) * topo.ndim
+            self.preset.value = self._matching_preset(topo)
+            names = sim.applicable(topo, self.kind.value)
+            keep = self.algorithm.value if topo.ndim == self._rank else None  # new rank: default
+            self.algorithm.options = names
+            self.algorithm.value = (
+                keep if keep in names else sim.default_algorithm(topo, self.kind.value)
+            )
+            self._rank = topo.ndim
+
+    def _matching_preset(self, topo: sim.Topology) -> str:
+        for name in sim.PRESETS:
+            p = sim.preset(name)
+            chip_ok = PRESET_CHIPS.get(name, self.chip.value) == self.chip.value
+            if (p.shape, p.wrap) == (topo.shape, topo.wrap) and chip_ok:
+                return name
+        return CUSTOM
 
     def topology(self) -> sim.Topology:
-        if self.preset.value in sim.PRESETS:
-            name, (shape, wrap, _) = self.preset.value, sim.PRESETS[self.preset.value]
-            if parse_shape(self.size.value) == shape and self.wrap.value == all(wrap):
-                return sim.preset(name)
-        return sim.torus(parse_shape(self.size.value), self.wrap.value)
+        """The topology the controls describe (named after its preset when it is one)."""
+        shape = parse_shape(self.size.value)
+        if max(shape) > MAX_CHIPS:
+            raise ValueError(f"size {self.size.value}: the widget draws up to {MAX_CHIPS} chips")
+        same_rank = len(self.wrap.value) == len(shape)
+        topo = sim.torus(shape, self.wrap.value if same_rank else True)  # a new rank: all wrap
+        name = self._matching_preset(topo)
+        return sim.preset(name) if name != CUSTOM else topo
+
+    # ----- recording and showing ---------------------------------------------------------------
+    def _check_size(self, topo: sim.Topology):
+        if topo.n_chips == 1:
+            raise ValueError(
+                f"size {self.size.value}: one chip has nobody to talk to, so a "
+                "collective moves nothing; use at least 2 chips, e.g. 2x1 or 4x4"
+            )
+        if topo.n_chips > MAX_CHIPS:
+            raise ValueError(
+                f"{topo.n_chips} chips: the widget draws up to {MAX_CHIPS} (the "
+                "multipod); call gv.sim.simulate in code for bigger tori"
+            )
+        if self.kind.value == "all-to-all" and topo.n_chips > A2A_MAX_CHIPS:
+            raise ValueError(
+                f"all-to-all on {topo.n_chips} chips routes {topo.n_chips**2:,} "
+                f"transfers; the widget simulates it up to {A2A_MAX_CHIPS} chips"
+            )
 
     def rebuild(self):
-        """Record a new timeline for the current controls; errors are shown, never raised."""
-        if getattr(self, "_quiet", False):
-            return
+        """Record a new timeline for the current controls and show its first step."""
+        topo = self.topology()
+        self._check_size(topo)
         try:
-            tl = sim.simulate(self.topology(), self.kind.value, parse_bytes(self.payload.value),
-                              algorithm=self.algorithm.value, chip=self.chip.value)  # fmt: skip
-            self.frames = frames(tl)
+            nbytes = parse_bytes(self.payload.value)
         except ValueError as err:
-            self.message.value = f"<b style='color:#b00'>⚠ {_escape(str(err))}</b>"
-            return
-        self.message.value = ""
-        about = f"{tl.algorithm}: {describe(tl.algorithm)}\n"
+            raise ValueError(f"payload: {err}") from None
+        tl = sim.simulate(
+            topo,
+            self.kind.value,
+            nbytes,
+            algorithm=self.algorithm.value,
+            chip=self.chip.value,
+            pad=self.pad.value,
+        )
+        self.frames = frames(tl)
+        about = f"{tl.algorithm}: {sim.describe(tl.algorithm)}\n"
         self.summary.value = f"<pre>{_escape(about + tl.summary())}</pre>"
-        self.play.value = 1
-        self.play.max = self.slider.max = max(len(tl.steps), 1)
-        self.slider.value = 1
+        with self._quiet():
+            self.play.value = self.slider.value = 1
+            self.play.max = self.slider.max = max(len(tl.steps), 1)
         self.show(0)
 
     def show(self, step: int):
-        if self.frames is None or not len(self.frames):
-            return
+        """Draw step `step` (0-based) of the recorded frames."""
         self.figure = figure(self.frames, min(step, len(self.frames) - 1))
         # Put the figure into the Output as widget state in plotly's mimetype: no iopub
         # routing, so a live kernel, nbconvert and nbval all behave the same.
-        bundle = {"application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()),
-                                                     "config": {}}}  # fmt: skip
+        bundle = {
+            "application/vnd.plotly.v1+json": {
+                **json.loads(self.figure.to_json()),
+                "config": {"displaylogo": False},
+            }
+        }
         self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        self.message.value = ""
+        for view in (self.summary, self.plot):
+            view.remove_class("gv-stale")
+
+    def fail(self, err: Exception):
+        """Show `err` as one line and grey the figure that no longer matches the controls."""
+        text = str(err).splitlines()[0] if str(err) else ""
+        if not isinstance(err, ValueError):
+            text = f"{type(err).__name__}: {text}"
+        self.message.value = f"<b class='gv-error' style='color:#b00'>⚠ {_escape(text)}</b>"
+        for view in (self.summary, self.plot):  # both describe the last good controls
+            view.add_class("gv-stale")
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The live widget, plus a static SVG of the current step for readers without a kernel."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if self.frames is not None and self.frames.tl.topo.n_chips <= LINK_VIEW_CHIPS:
+            bundle["text/html"] = svg(self.frames, self.slider.value - 1)
+        return bundle
 
 
 def _escape(text: str) -> str:

@@ -1,0 +1,66 @@
+"""Widget benchmark: kernel-side time and bytes sent to the browser per frame, per widget.
+
+Run: PYTHONPATH=. .venv/bin/python benchmarks/widgets.py
+Goal (DESIGN.md): a control change redraws within 300 ms and sends under 500 kB. The kernel
+side is measured here; the browser side (render time) by the browser tests. Each widget appends
+its own section below.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+
+def output_bytes(output_widget) -> int:
+    """Bytes of the Output widget's state: what a redraw sends over the comm."""
+    return len(json.dumps(list(output_widget.outputs)).encode())
+
+
+# ----- lesson 05: the torus widget -------------------------------------------------------------
+def _switch_ms(w, preset, repeats=3) -> float:
+    """Median time of the control change to `preset` (from 2x4): simulate, frames, first draw."""
+    times = []
+    for _ in range(repeats):
+        w.preset.value = "2x4"
+        t0 = time.perf_counter()
+        w.preset.value = preset
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _step_ms(w, repeats=9) -> float:
+    """Median time of a slider move to another step: one frame drawn and serialised."""
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        w.slider.value = 2 + i % (len(w.frames) - 1)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def torus():
+    from gspmd_viz.viz import torus as view
+    from gspmd_viz.viz.torus_links import link_figure
+
+    print("torus widget (lesson 05): kernel-side time per update, bytes sent per frame")
+    print(
+        f"  {'topology':<18}{'chips':>6}{'new timeline':>14}{'step change':>13}{'bytes/frame':>13}"
+        f"{'link view would send':>22}"
+    )
+    w = view.TorusWidget()
+    for preset in ("4x4", "tpu-v3-pod", "tpu-v3-multipod"):
+        rebuild = _switch_ms(w, preset)
+        step = _step_ms(w)
+        sent = output_bytes(w.plot)
+        links = len(link_figure(w.frames, 0).to_json().encode())
+        print(
+            f"  {preset:<18}{w.frames.tl.topo.n_chips:>6}{rebuild:>11.0f} ms{step:>10.0f} ms"
+            f"{sent / 1e3:>10.0f} kB{links / 1e3:>12.0f} kB ({links / sent:.0f}x)"
+        )
+    assert w.message.value == "", w.message.value
+
+
+if __name__ == "__main__":
+    torus()

@@ -1,0 +1,145 @@
+"""Every collective algorithm we simulate, once: what it serves, how it is built, its closed form.
+
+An entry names the collectives and torus ranks (number of dims) it serves, the builder that turns
+a topology into a schedule of transfers (algorithms.py), the alpha-beta closed form the simulator
+is tested against (cost.py) and one line saying what it does. ``schedule``, ``closed_form``,
+``default_algorithm`` and the viz read only this table; nothing else switches on names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from functools import partial
+
+from gspmd_viz.sim import algorithms as build
+from gspmd_viz.sim import cost
+from gspmd_viz.sim.algorithms import Schedule
+from gspmd_viz.sim.chips import Chip
+from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.topology import Topology
+
+KINDS = cost.SIMULATED_KINDS
+MAX_TRANSFERS = 5_000_000  # keeps a schedule within a few hundred MB
+_HALVES = ("all-reduce", "reduce-scatter", "all-gather")  # an all-reduce is RS then AG
+ANY_RANK = (1, 2, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    name: str
+    kinds: tuple[str, ...]  # collectives it serves
+    ranks: tuple[int, ...]  # torus ranks (number of dims) it runs on
+    build: Callable  # (topo, kind) -> (chunks per chip, phases, steps)
+    time: Callable  # (topo, kind, bytes per chip, beta, alpha) -> seconds
+    transfers: Callable[[int], int]  # about how many transfers its schedule holds, given N chips
+    description: str
+
+
+def _phased(name, orders, kinds, description):
+    rank = len(orders[0])
+    return Algorithm(name, kinds, (rank,), partial(build.phased, orders=orders),
+                     partial(cost.phased_time, orders=orders), lambda n: 64 * n,
+                     description)  # fmt: skip
+
+
+def _ring(name, bidirectional, description):
+    return Algorithm(name, _HALVES, ANY_RANK, partial(build.ring_like, bidirectional=bidirectional),
+                     partial(cost.ring_time, bidirectional=bidirectional), lambda n: n * n,
+                     description)  # fmt: skip
+
+
+_ENTRIES = [
+    _ring("ring", False, "one ring through all chips: reduce-scatter, all-gather, 2(N-1) steps"),
+    _ring("bidirectional-ring", True, "half the payload round the ring each way: 2 links per chip"),
+    _phased("torus-2d", ((0, 1),), _HALVES,
+            "phase 0 along dim 0 (columns), phase 1 along dim 1 on 1/cols of the payload"),
+    _phased("torus-2d-halves", ((0, 1), (1, 0)), _HALVES,
+            "two halves of the payload run torus-2d in opposite dim orders at once"),
+    _phased("torus-3d", ((0, 1, 2),), _HALVES, "the phased torus algorithm along dims 0, 1, 2"),
+    _phased("torus-3d-halves", ((0, 1, 2), (2, 1, 0)), ("all-reduce",),
+            "two halves in dim orders (0, 1, 2) and (2, 1, 0)"),
+    _phased("torus-3d-thirds", ((0, 1, 2), (1, 2, 0), (2, 0, 1)), _HALVES,
+            "three parts in orders (0, 1, 2), (1, 2, 0), (2, 0, 1): all 6 links busy"),
+    Algorithm("naive", ("all-reduce",), ANY_RANK, build.naive, cost.naive_time,
+              lambda n: 2 * n, "sum everything on chip 0, then send the sum to everyone"),
+    Algorithm("direct", ("all-to-all",), ANY_RANK, build.all_to_all_direct, cost.all_to_all_time,
+              lambda n: n * n,
+              "every chip sends each other chip its chunk at once (dimension-ordered routes)"),
+]  # fmt: skip
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in _ENTRIES}
+# the default per torus rank, when it serves the collective (else the first that does)
+_PREFERRED = {1: "bidirectional-ring", 2: "torus-2d", 3: "torus-3d"}
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(KINDS)}")
+
+
+def algorithms(kind: str = "all-reduce") -> list[str]:
+    """Names of the algorithms we simulate for a collective kind."""
+    check_kind(kind)
+    return [a.name for a in _ENTRIES if kind in a.kinds]
+
+
+def applicable(topo: Topology, kind: str = "all-reduce") -> list[str]:
+    """Algorithms of `kind` that run on `topo` (e.g. torus-3d needs a 3-D topology)."""
+    return [n for n in algorithms(kind) if topo.ndim in ALGORITHMS[n].ranks]
+
+
+def describe(name: str) -> str:
+    """The one-line description of an algorithm."""
+    return lookup(name, None).description
+
+
+def lookup(name: str, kind: str | None, topo: Topology | None = None) -> Algorithm:
+    """The registry entry `name`, checked to serve `kind` on `topo`; clear errors otherwise."""
+    if kind is not None:
+        check_kind(kind)
+        if name not in algorithms(kind):
+            known = ", ".join(algorithms(kind))
+            raise ValueError(f"unknown {kind} algorithm {name!r}; known: {known}")
+    elif name not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
+    entry = ALGORITHMS[name]
+    if topo is not None and topo.ndim not in entry.ranks:
+        ranks = " or ".join(f"{r}-D" for r in entry.ranks)
+        raise ValueError(f"algorithm {name!r} needs a {ranks} topology, got shape {topo.shape}")
+    return entry
+
+
+def default_algorithm(topo: Topology, kind: str) -> str:
+    """The algorithm used when none is named: the torus algorithm of the topology's rank."""
+    names = applicable(topo, kind)
+    preferred = _PREFERRED.get(topo.ndim)
+    return preferred if preferred in names else names[0]
+
+
+def schedule(topo: Topology, kind: str = "all-reduce", algorithm: str = "torus-2d") -> Schedule:
+    """Build the schedule (steps of transfers) of `algorithm` for collective `kind` on `topo`."""
+    entry = lookup(algorithm, kind, topo)
+    work = entry.transfers(topo.n_chips)
+    if work > MAX_TRANSFERS:
+        raise ValueError(
+            f"{algorithm!r} on {topo.n_chips} chips needs about {work:,} transfers; we simulate "
+            f"at most {MAX_TRANSFERS:,} (try a smaller topology or a torus algorithm)"
+        )
+    k, phases, steps = entry.build(topo, kind)
+    return Schedule(kind, algorithm, topo, k, phases, steps)
+
+
+def closed_form(
+    topo: Topology,
+    kind: str = "all-reduce",
+    nbytes: float = 2**20,
+    algorithm: str | None = None,
+    chip: str | Chip = "tpu-v3",
+) -> float:
+    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`."""
+    check_kind(kind)
+    spec = get_chip(chip)
+    entry = lookup(algorithm or default_algorithm(topo, kind), kind, topo)
+    if topo.n_chips == 1:
+        return 0.0
+    return entry.time(topo, kind, float(nbytes), spec.ici_link_bandwidth_Bps, spec.hop_latency_s)

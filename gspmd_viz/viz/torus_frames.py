@@ -1,0 +1,115 @@
+"""Per-step drawing data for a recorded Timeline: link load levels, chip colours, busiest links.
+
+``frames(tl)`` reads ``tl.steps`` once (vectorised, no re-simulation); the link view
+(torus_links.py), the aggregated view (torus_heatmap.py) and the static SVG all draw from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gspmd_viz import sim
+from gspmd_viz.sim.execute import expand
+
+LEVELS = 6  # link load levels: 0 idle, 1..5 up to the busiest link of the whole timeline
+# idle grey, then blues to purple; the lightest has 3.4:1 contrast on white (WCAG non-text: 3)
+COLOURS = ["#d9d9d9", "#4292c6", "#2171b5", "#08519c", "#08306b", "#3f007d"]
+BUSIEST = "#e4002b"
+OWNERSHIP_LIMIT = 2**20  # chips x chunks up to which frames replay chunk ownership (16x16)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Frames:
+    tl: sim.Timeline
+    xy: np.ndarray  # [n_chips, 2] drawing position of each chip
+    links: np.ndarray  # [L] ids of the existing links
+    level: np.ndarray  # [n_steps, L] int8 load level of each link in each step
+    busiest: list[np.ndarray]  # per step: positions in `links` of every link tied for busiest
+    held: np.ndarray  # [n_steps + 1, n_chips] colour of each chip before step 0 .. after last
+    held_label: str
+    peak_bytes: float  # the busiest link's bytes over the whole timeline
+    wrap_mask: np.ndarray  # [L] True for wraparound links (drawn dotted)
+
+    def __len__(self):
+        return len(self.tl.steps)
+
+    def level_bounds(self) -> list[float]:
+        """Upper byte bound of each load level (level 0 = idle)."""
+        return [b / (LEVELS - 1) * self.peak_bytes for b in range(LEVELS)]
+
+
+def slice_grid(topo: sim.Topology) -> int:
+    """Slices (dim 2) per row of the drawing: a near-square grid of slices."""
+    return int(np.ceil(np.sqrt(topo.shape[2]))) if topo.ndim == 3 else 1
+
+
+def positions(topo: sim.Topology) -> np.ndarray:
+    """Integer (x, -row) of every chip: dim 0 runs down the page, dim 1 across; in 3-D the
+    slices dim 2 = k sit in a near-square grid of blocks, one empty row/column between them."""
+    c = topo.coords
+    if topo.ndim == 1:
+        return np.stack([c[:, 0], np.zeros(len(c))], 1).astype(float)
+    x, row = c[:, 1].copy(), c[:, 0].copy()
+    if topo.ndim == 3:
+        g = slice_grid(topo)
+        x += (c[:, 2] % g) * (topo.shape[1] + 1)
+        row += (c[:, 2] // g) * (topo.shape[0] + 1)
+    return np.stack([x, -row], 1).astype(float)
+
+
+def _held_by_ownership(tl):
+    """Fraction of the final result each chip holds, replaying the recorded transfers."""
+    n, k = tl.topo.n_chips, tl.schedule.n_chunks
+    count = np.ones((n, k), np.int32)
+    out = [count.sum(1) / (n * k)]
+    for rec in tl.steps:
+        st = rec.step
+        rep, c_src, c_dst = expand(st)
+        vals = count[st.src[rep], c_src]
+        red = st.reduce[rep]
+        np.add.at(count, (st.dst[rep][red], c_dst[red]), vals[red])
+        count[st.dst[rep][~red], c_dst[~red]] = vals[~red]
+        out.append(count.sum(1) / (n * k))
+    return np.array(out, np.float32)
+
+
+def _held_by_bytes(tl):
+    """Share of its incoming bytes each chip has received (cheap; used on huge tori)."""
+    n = tl.topo.n_chips
+    got = np.zeros((len(tl.steps) + 1, n))
+    for i, rec in enumerate(tl.steps):
+        got[i + 1] = got[i] + np.bincount(rec.step.dst, weights=rec.nbytes, minlength=n)
+    return (got / np.maximum(got[-1], 1e-300)).astype(np.float32)
+
+
+def _levels(tl, links, topo):
+    """[n_steps, L] load levels, and per step the link positions tied for the busiest."""
+    slot = np.full(topo.n_link_slots, -1, np.int64)
+    slot[links] = np.arange(len(links))
+    peak = max((r.max_link_bytes for r in tl.steps), default=0.0) or 1.0
+    level = np.zeros((len(tl.steps), len(links)), np.int8)
+    busiest = []
+    for i, rec in enumerate(tl.steps):
+        lv = np.ceil(rec.link_bytes / peak * (LEVELS - 1)).clip(1, LEVELS - 1)
+        level[i, slot[rec.links]] = lv
+        top = rec.link_bytes >= rec.max_link_bytes * (1 - 1e-9)  # ties, up to rounding
+        busiest.append(slot[rec.links[top]])
+    return level, busiest, float(peak)
+
+
+def frames(tl: sim.Timeline) -> Frames:
+    """Per-step drawing data for a recorded timeline (vectorised; no re-simulation)."""
+    topo = tl.topo
+    links = np.flatnonzero(topo.link_exists)
+    level, busiest, peak = _levels(tl, links, topo)
+    use_own = tl.kind == "all-reduce" and topo.n_chips * tl.schedule.n_chunks <= OWNERSHIP_LIMIT
+    if use_own:
+        held, label = _held_by_ownership(tl), "share of the final sum held"
+    else:
+        held, label = _held_by_bytes(tl), "share of incoming bytes received"
+    src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
+    gap = topo.coords[topo.link_dst[links], dim] - topo.coords[src, dim]
+    wrap = np.abs(gap) > 1
+    return Frames(tl, positions(topo), links, level, busiest, held, label, peak, wrap)

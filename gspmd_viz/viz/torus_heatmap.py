@@ -1,0 +1,173 @@
+"""The aggregated view of a big torus: one heatmap per link dim, one for the chips.
+
+A pod of 1024 chips has 4096 links and the multipod 16,320: drawn one by one they make megabytes
+of figure per frame. Here each chip is one cell, placed like in the link view (rows = dim 0,
+columns = dim 1, 3-D slices in a grid of blocks), and panel d colours the cell by the busier of the
+chip's two dim-d links (+ and - direction) in this step. A frame is a few small integer arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from gspmd_viz.units import format_bytes
+from gspmd_viz.viz.torus_frames import BUSIEST, COLOURS, LEVELS, Frames, positions
+from gspmd_viz.viz.torus_links import CHIP_SCALE, WIDTH, title
+
+CHIP_BAR = {
+    "orientation": "h",
+    "x": 1,
+    "xanchor": "right",
+    "y": -0.02,
+    "yanchor": "top",
+    "len": 0.3,
+    "thickness": 10,
+    "tickformat": ".0%",
+}
+MARK_TIES_UP_TO = 512  # more tied busiest links than this are counted in the title, not marked
+_DIM_NAMES = ("columns", "rows", "between slices")
+
+
+def grid_cells(topo) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+    """(row, column) of every chip's cell, placed as in the link view, and the grid's size."""
+    xy = positions(topo).astype(np.int64)
+    rows, cols = -xy[:, 1], xy[:, 0]
+    return rows, cols, (int(rows.max()) + 1, int(cols.max()) + 1)
+
+
+def _level_scale() -> list:
+    """Discrete colours for levels 0..LEVELS-1 (zmin -0.5, zmax LEVELS-0.5)."""
+    scale = []
+    for i, colour in enumerate(COLOURS):
+        scale += [[i / LEVELS, colour], [(i + 1) / LEVELS, colour]]
+    return scale
+
+
+def _per_chip_dim(fr: Frames, lv: np.ndarray) -> np.ndarray:
+    """[n_chips, ndim] the higher level of each chip's + and - link along each dim."""
+    topo = fr.tl.topo
+    full = np.zeros(topo.n_link_slots, np.int8)
+    full[fr.links] = lv
+    return full.reshape(topo.n_chips, topo.ndim, 2).max(axis=2)
+
+
+def _grid(values, rows, cols, shape, dtype):
+    z = np.full(shape, np.nan if dtype == np.float32 else 0, dtype)
+    z[rows, cols] = values
+    return z
+
+
+def _busiest_marks(fr: Frames, step: int, rows, cols, fig, where):
+    """Red squares on the cells of every link tied for the step's busiest (when few enough)."""
+    if not len(fr) or not 0 < len(fr.busiest[step]) <= MARK_TIES_UP_TO:
+        return
+    topo = fr.tl.topo
+    ids = fr.links[fr.busiest[step]]
+    chip, dim = ids // (2 * topo.ndim), (ids // 2) % topo.ndim
+    for d in range(topo.ndim):
+        m = dim == d
+        if m.any():
+            marker = {"symbol": "square-open", "color": BUSIEST, "size": 7, "line": {"width": 2}}
+            fig.add_trace(
+                go.Scatter(
+                    x=cols[chip[m]],
+                    y=rows[chip[m]],
+                    mode="markers",
+                    marker=marker,
+                    name="busiest link",
+                    hoverinfo="skip",
+                    showlegend=False,
+                ),
+                **where(d),
+            )
+
+
+def _panels(fr: Frames, shape):
+    """An empty figure with one panel per link dim plus the chips, and where(i) -> panel i."""
+    n_panels = fr.tl.topo.ndim + 1
+    stacked = shape[1] > 2 * shape[0]  # wide grids (3-D slice blocks) stack their panels
+    names = [f"dim {d} links ({_DIM_NAMES[d]})" for d in range(fr.tl.topo.ndim)]
+    if fr.tl.topo.ndim == 1:
+        names = ["dim 0 links (the line)"]
+    fig = make_subplots(
+        rows=n_panels if stacked else 1,
+        cols=1 if stacked else n_panels,
+        subplot_titles=[*names, "chips: " + fr.held_label.replace("share of ", "")],
+        horizontal_spacing=0.06,
+        vertical_spacing=0.08,
+    )
+    fig.update_layout(height=_height(shape, stacked, n_panels))
+
+    def where(i):
+        return {"row": i + 1, "col": 1} if stacked else {"row": 1, "col": i + 1}
+
+    return fig, where
+
+
+def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
+    """One heatmap of load levels per link dim: the busier of each chip's two links."""
+    per_dim = _per_chip_dim(fr, lv)
+    dtype = np.float32 if fr.tl.topo.ndim == 3 else np.int8  # 3-D grids have gap columns
+    ticks = ["idle"] + [f"≤ {format_bytes(b)}" for b in fr.level_bounds()[1:]]
+    bar = {
+        "tickvals": list(range(LEVELS)),
+        "ticktext": ticks,
+        "thickness": 12,
+        "x": 1.02,
+        "lenmode": "pixels",
+        "len": 200,
+        "title": {"text": "bytes on link"},
+    }
+    return [
+        go.Heatmap(
+            z=_grid(per_dim[:, d], rows, cols, shape, dtype),
+            zmin=-0.5,
+            zmax=LEVELS - 0.5,
+            colorscale=_level_scale(),
+            showscale=d == 0,
+            colorbar=bar,
+            hoverongaps=False,
+            hovertemplate=f"dim {d} links of chip at row %{{y}}, "
+            "column %{x}: level %{z}<extra></extra>",
+        )
+        for d in range(fr.tl.topo.ndim)
+    ]
+
+
+def heatmap_figure(fr: Frames, step: int) -> go.Figure:
+    """Step `step` (0-based) of a big torus as per-dim link-load heatmaps plus chip shares."""
+    topo = fr.tl.topo
+    rows, cols, shape = grid_cells(topo)
+    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
+    held = fr.held[step + 1] if len(fr) else fr.held[0]
+    fig, where = _panels(fr, shape)
+    for d, trace in enumerate(_link_maps(fr, lv, rows, cols, shape)):
+        fig.add_trace(trace, **where(d))
+    chips = _grid(np.round(held, 2).astype(np.float32), rows, cols, shape, np.float32)
+    hover = "chip at row %{y}, column %{x}: %{z:.0%}<extra></extra>"
+    fig.add_trace(
+        go.Heatmap(
+            z=chips, zmin=0, zmax=1, colorscale=CHIP_SCALE, colorbar=CHIP_BAR, hovertemplate=hover
+        ),
+        **where(topo.ndim),
+    )
+    _busiest_marks(fr, step, rows, cols, fig, where)
+    fig.update_yaxes(range=[shape[0] - 0.5, -0.5], showticklabels=False, showgrid=False)
+    fig.update_xaxes(range=[-0.5, shape[1] - 0.5], showticklabels=False, showgrid=False)
+    fig.update_annotations(font_size=12)  # the panel titles
+    fig.update_layout(
+        title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01},
+        width=WIDTH,
+        margin={"l": 20, "r": 90, "t": 110, "b": 60},
+        plot_bgcolor="white",
+    )
+    return fig
+
+
+def _height(shape, stacked, n_panels) -> int:
+    rows, cols = shape
+    panel_w = (WIDTH - 110) / (1 if stacked else n_panels)
+    panel_h = min(600 / (n_panels if stacked else 1), panel_w * rows / cols)
+    return int(max(panel_h, 120) * (n_panels if stacked else 1)) + 150

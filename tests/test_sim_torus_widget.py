@@ -1,0 +1,180 @@
+"""The torus widget, driven kernel-side through every control, option, slider end and bad text.
+
+After every change the controls must describe what is drawn (`_agrees`), and every bad input
+must leave a one-line inline message with the stale figure greyed, never an exception; the next
+good input must bring the widget back.
+"""
+
+import json
+
+import plotly.graph_objects as go
+import pytest
+
+import gspmd_viz.sim as sim
+from gspmd_viz.viz import torus
+
+
+def _agrees(w: torus.TorusWidget):
+    """The controls describe the recorded timeline and the figure shows it."""
+    tl = w.frames.tl
+    shape = torus.parse_shape(w.size.value)
+    assert tl.topo.shape == shape
+    assert tl.topo.wrap == sim.torus(shape, w.wrap.value).wrap
+    assert (tl.kind, tl.algorithm, tl.chip.name) == (w.kind.value, w.algorithm.value, w.chip.value)
+    assert w.algorithm.options == tuple(sim.applicable(tl.topo, tl.kind))
+    if w.preset.value != torus.CUSTOM:
+        assert tl.topo == sim.preset(w.preset.value)
+        assert w.chip.value == torus.PRESET_CHIPS.get(w.preset.value, w.chip.value)
+    assert f"{tl.kind} {tl.algorithm} on {tl.topo.describe()} ({tl.chip.name})" in _title(w)
+    assert w.message.value == "" and "gv-stale" not in w.plot._dom_classes + w.summary._dom_classes
+    assert w.slider.max == w.play.max == len(w.frames)
+
+
+def _title(w):
+    return w.plot.outputs[0]["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]["text"]
+
+
+def _failed(w, *words):
+    assert w.message.value.startswith("<b class='gv-error'"), w.message.value
+    assert "\n" not in w.message.value
+    for word in words:
+        assert word in w.message.value, (word, w.message.value)
+    assert "gv-stale" in w.plot._dom_classes and "gv-stale" in w.summary._dom_classes
+
+
+@pytest.fixture
+def w():
+    return torus.TorusWidget()
+
+
+def test_every_preset_sets_size_wrap_and_chip(w):
+    for name in w.preset.options:
+        if name == torus.CUSTOM:
+            continue
+        w.preset.value = name
+        _agrees(w)
+        assert w.frames.tl.topo.name == name
+    w.preset.value = "tpu-v4-4x4x4"
+    assert w.chip.value == "tpu-v4" and w.algorithm.value == "torus-3d"
+    w.chip.value = "tpu-v3"  # a v3 chip in a 4x4x4 cube is no longer the v4 preset
+    assert w.preset.value == torus.CUSTOM
+    _agrees(w)
+    w.preset.value = "tpu-v3-pod"
+    w.size.value = "8x8"  # typing a size that is no preset
+    assert w.preset.value == torus.CUSTOM
+    _agrees(w)
+    w.size.value = "4x4"  # and back to one
+    assert w.preset.value == "4x4"
+    _agrees(w)
+
+
+def test_every_wrap_choice_of_every_rank(w):
+    w.pad.value = True  # 1 MiB does not split into 3x5's chunks
+    for size in ("16", "3x5", "3x4x2"):
+        w.size.value = size
+        for _, wrap in torus.wrap_options(len(torus.parse_shape(size))):
+            w.wrap.value = wrap
+            _agrees(w)
+
+
+@pytest.mark.parametrize("size", ["4x4", "2x2x2", "8"])
+def test_every_collective_and_algorithm(w, size):
+    w.size.value = size
+    w.payload.value = "1.5 MiB"
+    w.pad.value = True  # 1.5 MiB splits for some algorithms only
+    for kind in w.kind.options:
+        w.kind.value = kind
+        for name in w.algorithm.options:
+            w.algorithm.value = name
+            _agrees(w)
+    for chip in w.chip.options:
+        w.chip.value = chip
+        _agrees(w)
+
+
+def test_slider_ends_and_play(w):
+    n = len(w.frames)
+    w.slider.value = n
+    assert f"step {n}/{n}" in _title(w)
+    w.slider.value = 1
+    assert f"step 1/{n}" in _title(w)
+    w.preset.value = "tpu-v3-multipod"
+    n = len(w.frames)
+    w.slider.value = n
+    assert f"step {n}/{n}" in _title(w)
+    _agrees(w)
+
+
+BAD_SIZES = {
+    "1x1": "one chip",
+    "1": "one chip",
+    "1x1x1": "one chip",
+    "": "write sizes like",
+    "abc": "write sizes like",
+    "4x-4": "write sizes like",
+    "0x4": "positive",
+    "4x4x4x4": "1, 2 or 3 dims",
+    "99999x2": "up to 4096",
+    "128x64": "up to 4096",
+}
+BAD_PAYLOADS = ["", "-3", "abc", "__import__('os')", "0", "0.5", "1.5 PiB", "1e6", "1 MB"]
+
+
+def test_bad_sizes_and_payloads_show_inline_and_recover(w):
+    for size, words in BAD_SIZES.items():
+        w.size.value = size
+        _failed(w, words)
+        w.size.value = "4x4"
+        _agrees(w)
+    for payload in BAD_PAYLOADS:
+        w.payload.value = payload
+        _failed(w, "payload")
+        w.payload.value = "1.5 GiB"  # units.parse_bytes reads decimals with a unit
+        _agrees(w)
+        assert w.frames.tl.nbytes == 3 * 2**29
+
+
+def test_indivisible_payload_names_the_pad_control(w):
+    w.size.value = "3x3"
+    w.payload.value = "1000"
+    _failed(w, "does not split into the 18 equal chunks", "pad=True", "1,008 B")
+    assert "pad=True" in w.pad.description
+    w.pad.value = True
+    _agrees(w)
+    assert w.frames.tl.chunk_bytes == 56
+
+
+def test_too_big_all_to_all_is_refused_inline(w):
+    w.kind.value = "all-to-all"
+    w.preset.value = "tpu-v3-pod"
+    _failed(w, "all-to-all on 1024 chips")
+    w.preset.value = "4x4"
+    _agrees(w)
+
+
+def test_an_unexpected_error_is_shown_and_the_widget_keeps_working(w, monkeypatch):
+    def broken(tl):
+        raise RuntimeError("frames exploded")
+
+    monkeypatch.setattr(torus, "frames", broken)
+    w.payload.value = "2 MiB"
+    _failed(w, "RuntimeError: frames exploded")
+    monkeypatch.undo()
+    w.payload.value = "4 MiB"
+    _agrees(w)
+
+
+def test_big_pods_draw_heatmaps_under_500_kB(w):
+    for name in ("tpu-v3-pod", "tpu-v3-multipod"):
+        w.preset.value = name
+        w.slider.value = 5
+        assert any(isinstance(t, go.Heatmap) for t in w.figure.data)
+        assert len(json.dumps(w.plot.outputs[0]["data"])) < 500_000
+    w.preset.value = "4x4"
+    assert not any(isinstance(t, go.Heatmap) for t in w.figure.data)
+
+
+def test_static_figure_for_readers_without_a_kernel(w):
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/html"].startswith("<svg") and "step 1/12" in bundle["text/html"]
