@@ -1,0 +1,203 @@
+"""Pipeline schedules as data, and their closed-form bubble fractions (numpy only).
+
+A pipeline cuts a model of L = S·V layers into S stages; layer l lives on stage l % S as its
+chunk l // S (V chunks per stage; V = 1 is the plain pipeline). The batch is cut into M
+microbatches. Each stage runs a fixed *order* of actions: F (forward of one microbatch through
+one chunk), B (its backward) and, for zero-bubble schedules, W (the weight-gradient half of B).
+That order is the schedule; when each action runs follows from its inputs (see
+``pipeline_timing.simulate``). The tick of an action is its start when every action takes one
+time unit and transfers are free: a table every device can follow in lockstep.
+
+Orders, per stage i:
+- ``gpipe`` [GPipe, 1811.06965]: all M forwards, then all M backwards (last microbatch first,
+  as the backward of a loop runs).
+- ``1f1b`` [PipeDream-flush]: min(S-i-1, M) warm-up forwards, then one F one B, then the rest B.
+- ``interleaved-1f1b`` [Megatron-LM, 2104.04473]: forwards walk microbatches in groups of S
+  through chunks 0..V-1; (S-i-1)·2 + (V-1)·S warm-up forwards, then 1F1B.
+- ``circular`` [GSPMD, praxis LayerwiseShardablePipelined circular_repeat]: the same forward
+  walk as interleaved (a state buffer rotating through the S stages V times), all forwards
+  first, then the backward of that loop (the reverse order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gspmd_viz.sim.pipeline_engine import KINDS, start_times
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "circular")
+_MULTI_CHUNK = ("interleaved-1f1b", "circular")
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    stage: int
+    tick: int
+    kind: str  # "F", "B" or "W"
+    microbatch: int
+    chunk: int
+    layer: int  # chunk * stages + stage
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Schedule:
+    """Per-stage action orders of one pipeline schedule, plus the lockstep tick table.
+
+    Arrays (one entry per action, grouped by stage, in each stage's order): ``stage``, ``kind``
+    (index into KINDS), ``microbatch``, ``chunk``, ``tick``. ``sends`` lists every transfer
+    between stages: (tick it leaves, src stage, dst stage, "activation"/"gradient", microbatch,
+    layer it feeds).
+    """
+
+    name: str
+    stages: int
+    microbatches: int
+    virtual: int
+    stage: np.ndarray
+    kind: np.ndarray
+    microbatch: np.ndarray
+    chunk: np.ndarray
+    tick: np.ndarray
+
+    @property
+    def layers(self) -> int:
+        return self.stages * self.virtual
+
+    @property
+    def layer(self) -> np.ndarray:
+        return self.chunk * self.stages + self.stage
+
+    @property
+    def n_ticks(self) -> int:
+        return int(self.tick.max()) + 1
+
+    @property
+    def has_weight_actions(self) -> bool:
+        return bool((self.kind == KINDS.index("W")).any())
+
+    def actions(self) -> list[Action]:
+        cols = (self.stage, self.tick, self.kind, self.microbatch, self.chunk, self.layer)
+        return [
+            Action(int(s), int(t), KINDS[k], int(m), int(c), int(lay))
+            for s, t, k, m, c, lay in zip(*cols, strict=True)
+        ]
+
+    def table(self) -> np.ndarray:
+        """[n_ticks, S] action index running on each stage at each tick, -1 when idle."""
+        out = np.full((self.n_ticks, self.stages), -1, np.int64)
+        out[self.tick, self.stage] = np.arange(len(self.tick))
+        return out
+
+    @property
+    def sends(self) -> list[tuple[int, int, int, str, int, int]]:
+        out = []
+        for a in self.actions():
+            if a.kind == "F" and a.layer < self.layers - 1:
+                out.append((a.tick, a.stage, (a.layer + 1) % self.stages, "activation",
+                            a.microbatch, a.layer + 1))  # fmt: skip
+            elif a.kind == "B" and a.layer > 0:
+                out.append((a.tick, a.stage, (a.layer - 1) % self.stages, "gradient",
+                            a.microbatch, a.layer - 1))  # fmt: skip
+        return out
+
+    def text(self) -> str:
+        """One row per stage, one cell per tick: F3 = forward of microbatch 3 (chunk in a.b)."""
+        table = self.table()
+        rows = []
+        for s in range(self.stages):
+            cells = [self._cell(i) for i in table[:, s]]
+            rows.append(f"stage {s}: " + " ".join(cells))
+        return "\n".join(rows)
+
+    def _cell(self, i: int) -> str:
+        width = len(str(self.microbatches - 1)) + (2 if self.virtual > 1 else 0) + 1
+        if i < 0:
+            return ".".center(width)
+        label = f"{KINDS[self.kind[i]]}{self.microbatch[i]}"
+        if self.virtual > 1:
+            label += f".{self.chunk[i]}"
+        return label.ljust(width)
+
+    def __repr__(self):
+        v = f", V={self.virtual}" if self.virtual > 1 else ""
+        return (
+            f"Schedule({self.name}, S={self.stages}, M={self.microbatches}{v}: "
+            f"{len(self.kind)} actions in {self.n_ticks} ticks)"
+        )
+
+
+# ----- the orders ------------------------------------------------------------------------------
+def _forward_walk(stages: int, microbatches: int, virtual: int) -> list[tuple[int, int]]:
+    """(microbatch, chunk) of the k-th forward on any stage: groups of S through chunks 0..V-1."""
+    out = []
+    for k in range(microbatches * virtual):
+        group, rest = divmod(k, stages * virtual)
+        out.append((group * stages + rest % stages, rest // stages))
+    return out
+
+
+def _one_f_one_b(forwards, backwards, warmup: int) -> list[tuple[str, int, int]]:
+    """Warm-up forwards, then alternate one F and one B, then the remaining Bs."""
+    order = [("F", *f) for f in forwards[:warmup]]
+    for f, b in zip(forwards[warmup:], backwards, strict=False):
+        order += [("F", *f), ("B", *b)]
+    order += [("B", *b) for b in backwards[len(forwards) - warmup :]]
+    return order
+
+
+def _stage_order(name: str, i: int, S: int, M: int, V: int) -> list[tuple[str, int, int]]:
+    forwards = _forward_walk(S, M, V)
+    if name in ("gpipe", "circular"):
+        return [("F", *f) for f in forwards] + [("B", *f) for f in reversed(forwards)]
+    backwards = [(m, V - 1 - c) for m, c in forwards]  # the chunks come back in reverse
+    warmup = S - i - 1 if V == 1 else (S - i - 1) * 2 + (V - 1) * S
+    return _one_f_one_b(forwards, backwards, min(warmup, M * V))
+
+
+def check_shape(name: str, stages, microbatches, virtual) -> None:
+    """Clear errors for a bad schedule name or a bad S, M, V combination."""
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown pipeline schedule {name!r}; known: {', '.join(SCHEDULES)}")
+    for label, v in (("stages", stages), ("microbatches", microbatches), ("virtual", virtual)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{label} must be a positive whole number, got {v!r}")
+    if virtual > 1 and name not in _MULTI_CHUNK:
+        raise ValueError(
+            f"{name!r} runs one chunk per stage (virtual=1); for virtual={virtual} chunks per "
+            f"stage pick 'interleaved-1f1b' or 'circular'"
+        )
+    if virtual > 1 and microbatches % stages:
+        raise ValueError(
+            f"{name!r} with virtual={virtual} sends microbatches round the stages in groups of "
+            f"S={stages}: microbatches must be a multiple of {stages}, got {microbatches}"
+        )
+
+
+def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Schedule:
+    """The schedule `name` for S stages, M microbatches, V chunks per stage, as data."""
+    check_shape(name, stages, microbatches, virtual)
+    rows = [
+        (i, KINDS.index(k), m, c)
+        for i in range(stages)
+        for k, m, c in _stage_order(name, i, stages, microbatches, virtual)
+    ]
+    stage, kind, mb, chunk = (np.array(col, np.int64) for col in zip(*rows, strict=True))
+    # Lockstep ticks: every action one time unit, transfers free (a consumer runs one tick
+    # after its producer at the earliest).
+    ticks, _ = start_times(stage, kind, mb, chunk, stages, virtual, np.ones(len(kind)))
+    return Schedule(name, stages, microbatches, virtual, stage, kind, mb, chunk,
+                    ticks.astype(np.int64))  # fmt: skip
+
+
+def bubble_fraction(name: str, stages: int, microbatches: int, virtual: int = 1) -> float:
+    """Closed form: (S-1)/(M+S-1) for gpipe and 1f1b, (S-1)/(V·M+S-1) with V chunks."""
+    check_shape(name, stages, microbatches, virtual)
+    return (stages - 1) / (virtual * microbatches + stages - 1)
+
+
+def makespan(name, stages, microbatches, virtual=1, forward=1.0, backward=2.0) -> float:
+    """Closed form: (M + (S-1)/V)·(t_F + t_B), times of one microbatch through a whole stage."""
+    check_shape(name, stages, microbatches, virtual)
+    return (microbatches + (stages - 1) / virtual) * (forward + backward)
