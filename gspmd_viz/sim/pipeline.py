@@ -61,6 +61,8 @@ class Schedule:
     chunk: np.ndarray
     tick: np.ndarray
 
+    kind_names = KINDS  # what the codes in ``kind`` mean
+
     @property
     def layers(self) -> int:
         return self.stages * self.virtual
