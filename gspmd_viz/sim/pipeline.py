@@ -17,6 +17,10 @@ Orders, per stage i:
 - ``circular`` [GSPMD, praxis LayerwiseShardablePipelined circular_repeat]: the same forward
   walk as interleaved (a state buffer rotating through the S stages V times), all forwards
   first, then the backward of that loop (the reverse order).
+- ``zb-h1`` [Zero Bubble Pipeline Parallelism, Qi et al. 2023, 2401.10241]: 1F1B's F and B,
+  where B is only the input gradient and W (the weight gradient) is deferred: stage i lets i of
+  them wait, so it holds at most S microbatches (1F1B's stage 0 peak), and the waiting Ws fill
+  the cool-down bubbles.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 
 from gspmd_viz.sim.pipeline_engine import KINDS, start_times
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "circular")
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "circular", "zb-h1")
 _MULTI_CHUNK = ("interleaved-1f1b", "circular")
 
 
@@ -149,13 +153,27 @@ def _one_f_one_b(forwards, backwards, warmup: int) -> list[tuple[str, int, int]]
     return order
 
 
+def _defer_weights(order, deferred: int) -> list[tuple[str, int, int]]:
+    """Insert W(j) after the (j + deferred)-th B; the Ws still waiting go at the end."""
+    backwards = [a[1:] for a in order if a[0] == "B"]
+    out, n_b = [], 0
+    for action in order:
+        out.append(action)
+        if action[0] == "B":
+            n_b += 1
+            if n_b > deferred:
+                out.append(("W", *backwards[n_b - deferred - 1]))
+    return out + [("W", *b) for b in backwards[max(n_b - deferred, 0) :]]
+
+
 def _stage_order(name: str, i: int, S: int, M: int, V: int) -> list[tuple[str, int, int]]:
     forwards = _forward_walk(S, M, V)
     if name in ("gpipe", "circular"):
         return [("F", *f) for f in forwards] + [("B", *f) for f in reversed(forwards)]
     backwards = [(m, V - 1 - c) for m, c in forwards]  # the chunks come back in reverse
     warmup = S - i - 1 if V == 1 else (S - i - 1) * 2 + (V - 1) * S
-    return _one_f_one_b(forwards, backwards, min(warmup, M * V))
+    order = _one_f_one_b(forwards, backwards, min(warmup, M * V))
+    return _defer_weights(order, deferred=i) if name == "zb-h1" else order
 
 
 def check_shape(name: str, stages, microbatches, virtual) -> None:
@@ -169,6 +187,11 @@ def check_shape(name: str, stages, microbatches, virtual) -> None:
         raise ValueError(
             f"{name!r} runs one chunk per stage (virtual=1); for virtual={virtual} chunks per "
             f"stage pick 'interleaved-1f1b' or 'circular'"
+        )
+    if name == "zb-h1" and microbatches < stages:
+        raise ValueError(
+            f"'zb-h1' fills the cool-down with deferred W passes, which needs at least as many "
+            f"microbatches as stages: microbatches >= {stages}, got {microbatches}"
         )
     if virtual > 1 and microbatches % stages:
         raise ValueError(
@@ -193,13 +216,32 @@ def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Sch
                     ticks.astype(np.int64))  # fmt: skip
 
 
-def bubble_fraction(name: str, stages: int, microbatches: int, virtual: int = 1) -> float:
-    """Closed form: (S-1)/(M+S-1) for gpipe and 1f1b, (S-1)/(V·M+S-1) with V chunks."""
+def _zb_idle(stages, forward, backward, weight) -> float:
+    """ZB-H1's idle time per stage, (S-1)(t_F + t_B - t_W): exact when t_W <= t_F, t_B."""
+    if not weight <= min(forward, backward):
+        raise ValueError(
+            f"the zb-h1 closed form holds when weight <= forward and weight <= backward, got "
+            f"F:B:W = {forward}:{backward}:{weight}; simulate() handles any ratio"
+        )
+    return (stages - 1) * (forward + backward - weight)
+
+
+def bubble_fraction(name, stages, microbatches, virtual=1, forward=1.0, backward=1.0,
+                    weight=1.0) -> float:  # fmt: skip
+    """Closed form: (S-1)/(M+S-1) for gpipe and 1f1b, (S-1)/(V·M+S-1) with V chunks (any
+    F:B ratio); zb-h1: (S-1)(F+B-W) / (M(F+B+W) + (S-1)(F+B-W)), 1/3 of 1F1B's at F=B=W."""
     check_shape(name, stages, microbatches, virtual)
+    if name == "zb-h1":
+        idle = _zb_idle(stages, forward, backward, weight)
+        return idle / (microbatches * (forward + backward + weight) + idle)
     return (stages - 1) / (virtual * microbatches + stages - 1)
 
 
-def makespan(name, stages, microbatches, virtual=1, forward=1.0, backward=2.0) -> float:
-    """Closed form: (M + (S-1)/V)·(t_F + t_B), times of one microbatch through a whole stage."""
+def makespan(name, stages, microbatches, virtual=1, forward=1.0, backward=2.0, weight=0.0):
+    """Closed form: (M + (S-1)/V)·(t_F + t_B + t_W), times of one microbatch through a whole
+    stage; zb-h1: M(t_F + t_B + t_W) + (S-1)(t_F + t_B - t_W)."""
     check_shape(name, stages, microbatches, virtual)
-    return (microbatches + (stages - 1) / virtual) * (forward + backward)
+    work = forward + backward + weight
+    if name == "zb-h1":
+        return microbatches * work + _zb_idle(stages, forward, backward, weight)
+    return (microbatches + (stages - 1) / virtual) * work
