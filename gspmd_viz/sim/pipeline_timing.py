@@ -61,8 +61,9 @@ class PipelineTimeline:
         times = np.concatenate([self.start[take], self.end[free]])
         delta = np.concatenate([np.full(take.sum(), 1.0), np.full(free.sum(), -1.0)])
         order = np.lexsort((delta, times))  # at equal times, free before taking
-        held = np.cumsum(delta[order]) / s.virtual
-        return np.concatenate([[0.0], times[order]]), np.concatenate([[0.0], held])
+        times, held = times[order], np.cumsum(delta[order]) / s.virtual
+        last = np.append(times[1:] != times[:-1], True)  # one step per instant: its final count
+        return np.concatenate([[0.0], times[last]]), np.concatenate([[0.0], held[last]])
 
     @property
     def peak_activations(self) -> tuple[float, ...]:
