@@ -14,6 +14,8 @@ with the attributes of ``gv.pipeline.schedule``'s result); core imports nothing 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -146,6 +148,19 @@ def _file(buffer, value, where):
     return buffer.at[c, m].set(jnp.where(valid == 1, value, buffer[c, m]))
 
 
+@functools.lru_cache(maxsize=32)
+def _compiled(sched, stage_fn, loss_fn, axis, jmesh):
+    """One jitted SPMD program per (schedule, functions, mesh): repeated runs skip tracing."""
+    program = jax.shard_map(
+        _stage_program(stage_fn, loss_fn, sched, axis),
+        mesh=jmesh,
+        in_specs=(P(axis), P(), P(), P()),
+        out_specs=(P(), P(axis)),
+        check_vma=False,
+    )
+    return jax.jit(program), jnp.asarray(tick_tables(sched))
+
+
 def run(sched, stage_fn, params, xs, ys, loss_fn, *, mesh, axis: str = "stage"):
     """(mean loss over microbatches, grads shaped like params), executing `sched` on `mesh`."""
     jmesh = _jax_mesh(mesh)
@@ -155,14 +170,8 @@ def run(sched, stage_fn, params, xs, ys, loss_fn, *, mesh, axis: str = "stage"):
     S, V = sched.stages, sched.virtual
     # [S*V, ...] in layer order -> [V, S, ...] -> [S, V, ...]: device s holds layers c*S + s
     by_stage = jax.tree.map(lambda a: jnp.swapaxes(a.reshape(V, S, *a.shape[1:]), 0, 1), params)
-    program = jax.shard_map(
-        _stage_program(stage_fn, loss_fn, sched, axis),
-        mesh=jmesh,
-        in_specs=(P(axis), P(), P(), P()),
-        out_specs=(P(), P(axis)),
-        check_vma=False,
-    )
-    loss, grads = jax.jit(program)(by_stage, xs, ys, jnp.asarray(tick_tables(sched)))
+    program, tables = _compiled(sched, stage_fn, loss_fn, axis, jmesh)
+    loss, grads = program(by_stage, xs, ys, tables)
     grads = jax.tree.map(lambda g: jnp.swapaxes(g, 0, 1).reshape(S * V, *g.shape[2:]), grads)
     return loss, grads
 

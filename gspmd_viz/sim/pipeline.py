@@ -135,45 +135,48 @@ class Schedule:
 
 
 # ----- the orders ------------------------------------------------------------------------------
-def _forward_walk(stages: int, microbatches: int, virtual: int) -> list[tuple[int, int]]:
+_F, _B, _W = range(3)
+
+
+def _forward_walk(stages: int, microbatches: int, virtual: int) -> tuple[np.ndarray, np.ndarray]:
     """(microbatch, chunk) of the k-th forward on any stage: groups of S through chunks 0..V-1."""
-    out = []
-    for k in range(microbatches * virtual):
-        group, rest = divmod(k, stages * virtual)
-        out.append((group * stages + rest % stages, rest // stages))
-    return out
+    group, rest = np.divmod(np.arange(microbatches * virtual), stages * virtual)
+    return group * stages + rest % stages, rest // stages
 
 
-def _one_f_one_b(forwards, backwards, warmup: int) -> list[tuple[str, int, int]]:
-    """Warm-up forwards, then alternate one F and one B, then the remaining Bs."""
-    order = [("F", *f) for f in forwards[:warmup]]
-    for f, b in zip(forwards[warmup:], backwards, strict=False):
-        order += [("F", *f), ("B", *b)]
-    order += [("B", *b) for b in backwards[len(forwards) - warmup :]]
-    return order
+def _one_f_one_b(n: int, warmup: int) -> np.ndarray:
+    """Kinds: warm-up forwards, then one F one B, then the remaining Bs."""
+    return np.concatenate([np.full(warmup, _F), np.tile([_F, _B], n - warmup),
+                           np.full(warmup, _B)])  # fmt: skip
 
 
-def _defer_weights(order, deferred: int) -> list[tuple[str, int, int]]:
+def _defer_weights(kinds: np.ndarray, deferred: int) -> np.ndarray:
     """Insert W(j) after the (j + deferred)-th B; the Ws still waiting go at the end."""
-    backwards = [a[1:] for a in order if a[0] == "B"]
-    out, n_b = [], 0
-    for action in order:
-        out.append(action)
-        if action[0] == "B":
-            n_b += 1
-            if n_b > deferred:
-                out.append(("W", *backwards[n_b - deferred - 1]))
-    return out + [("W", *b) for b in backwards[max(n_b - deferred, 0) :]]
+    b_at = np.flatnonzero(kinds == _B)
+    out = np.insert(kinds, b_at[deferred:] + 1, _W)
+    return np.concatenate([out, np.full(min(deferred, len(b_at)), _W)])
 
 
-def _stage_order(name: str, i: int, S: int, M: int, V: int) -> list[tuple[str, int, int]]:
-    forwards = _forward_walk(S, M, V)
+def _stage_order(name: str, i: int, S: int, forwards, V: int):
+    """(kinds, forward order, backward order) of stage i; Ws follow the backward order."""
+    n = len(forwards[0])
     if name in ("gpipe", "circular"):
-        return [("F", *f) for f in forwards] + [("B", *f) for f in reversed(forwards)]
-    backwards = [(m, V - 1 - c) for m, c in forwards]  # the chunks come back in reverse
+        kinds = np.repeat([_F, _B], n)
+        return kinds, forwards, (forwards[0][::-1], forwards[1][::-1])
+    backwards = (forwards[0], V - 1 - forwards[1])  # the chunks come back in reverse
     warmup = S - i - 1 if V == 1 else (S - i - 1) * 2 + (V - 1) * S
-    order = _one_f_one_b(forwards, backwards, min(warmup, M * V))
-    return _defer_weights(order, deferred=i) if name == "zb-h1" else order
+    kinds = _one_f_one_b(n, min(warmup, n))
+    kinds = _defer_weights(kinds, deferred=i) if name == "zb-h1" else kinds
+    return kinds, forwards, backwards
+
+
+def _fill(kinds, forwards, backwards) -> tuple[np.ndarray, np.ndarray]:
+    """Microbatch and chunk of every action: the k-th F takes forwards[k], and so on."""
+    mb, chunk = np.empty(len(kinds), np.int64), np.empty(len(kinds), np.int64)
+    for code, (m, c) in ((_F, forwards), (_B, backwards), (_W, backwards)):
+        sel = kinds == code
+        mb[sel], chunk[sel] = m[: sel.sum()], c[: sel.sum()]
+    return mb, chunk
 
 
 def check_shape(name: str, stages, microbatches, virtual) -> None:
@@ -203,12 +206,13 @@ def check_shape(name: str, stages, microbatches, virtual) -> None:
 def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Schedule:
     """The schedule `name` for S stages, M microbatches, V chunks per stage, as data."""
     check_shape(name, stages, microbatches, virtual)
-    rows = [
-        (i, KINDS.index(k), m, c)
-        for i in range(stages)
-        for k, m, c in _stage_order(name, i, stages, microbatches, virtual)
-    ]
-    stage, kind, mb, chunk = (np.array(col, np.int64) for col in zip(*rows, strict=True))
+    forwards = _forward_walk(stages, microbatches, virtual)
+    orders = [_stage_order(name, i, stages, forwards, virtual) for i in range(stages)]
+    kind = np.concatenate([k for k, _, _ in orders])
+    stage = np.repeat(np.arange(stages), [len(k) for k, _, _ in orders])
+    filled = [_fill(*order) for order in orders]
+    mb = np.concatenate([m for m, _ in filled])
+    chunk = np.concatenate([c for _, c in filled])
     # Lockstep ticks: every action one time unit, transfers free (a consumer runs one tick
     # after its producer at the earliest).
     ticks, _ = start_times(stage, kind, mb, chunk, stages, virtual, np.ones(len(kind)))

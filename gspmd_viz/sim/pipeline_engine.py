@@ -7,6 +7,7 @@ free and its inputs have arrived:
   layer's B starts from the loss, i.e. from F(m, L-1) on its own stage;
 - W(m, l) needs B(m, l) (same stage).
 A transfer between two stages adds ``transfer[src][dst]`` seconds; within a stage it is free.
+The producers of every input are found once with numpy; the loop only compares times.
 """
 
 from __future__ import annotations
@@ -22,60 +23,90 @@ class ScheduleDeadlock(ValueError):
 
 
 def _stage_bounds(stage: np.ndarray, stages: int) -> list[tuple[int, int]]:
-    starts = np.searchsorted(stage, np.arange(stages + 1))
     if not np.all(np.diff(stage) >= 0):
         raise ValueError("actions must be grouped by stage, each stage in its own order")
+    starts = np.searchsorted(stage, np.arange(stages + 1))
     return [(int(starts[s]), int(starts[s + 1])) for s in range(stages)]
+
+
+def dependencies(stage, kind, microbatch, chunk, stages, virtual):
+    """Per action, the index of each input's producer (-1: none): (a, b).
+
+    a: F <- F(m, l-1); B <- its own F(m, l); W <- B(m, l).   b: B <- B(m, l+1).
+    """
+    n_layers, n_mb = stages * virtual, int(microbatch.max(initial=-1)) + 1
+    layer = chunk * stages + stage
+    index = np.full(len(KINDS) * n_mb * n_layers, -1, np.int64)
+    index[(kind * n_mb + microbatch) * n_layers + layer] = np.arange(len(kind))
+
+    def producer(k, lay):
+        inside = (lay >= 0) & (lay < n_layers)
+        found = index[(k * n_mb + microbatch) * n_layers + np.clip(lay, 0, n_layers - 1)]
+        return np.where(inside, found, -1), inside
+
+    f_prev, has_prev = producer(_F, layer - 1)
+    f_own, _ = producer(_F, layer)
+    b_own, _ = producer(_B, layer)
+    b_next, has_next = producer(_B, layer + 1)
+    a = np.select([kind == _F, kind == _B], [f_prev, f_own], b_own)
+    b = np.where(kind == _B, b_next, -1)
+    needed_a = (kind != _F) | has_prev
+    needed_b = (kind == _B) & has_next
+    missing = (needed_a & (a < 0)) | (needed_b & (b < 0))
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"the schedule lacks an input of action {i} ({KINDS[kind[i]]} of microbatch "
+            f"{microbatch[i]}, layer {layer[i]}): every layer needs F and B of every microbatch"
+        )
+    return a, b
+
+
+def _wire(stage, producer, transfer):
+    """Transfer time from each producer's stage to the action's stage (0 within a stage)."""
+    if transfer is None:
+        return np.zeros(len(stage))
+    src = stage[np.maximum(producer, 0)]
+    return np.where((producer >= 0) & (src != stage), transfer[src, stage], 0.0)
 
 
 def start_times(stage, kind, microbatch, chunk, stages, virtual, duration, transfer=None):
     """(start, end) of every action; `duration` per action, `transfer` an [S, S] matrix or None."""
-    n_layers = stages * virtual
-    layer = (np.asarray(chunk) * stages + np.asarray(stage)).tolist()
-    kinds, mbs, dur = np.asarray(kind).tolist(), np.asarray(microbatch).tolist(), list(duration)
-    stage_l = np.asarray(stage).tolist()
-    wire = [[0.0] * stages for _ in range(stages)] if transfer is None else np.asarray(
-        transfer, float).tolist()  # fmt: skip
-    n_mb = max(mbs, default=-1) + 1
-    done = [[None] * (n_mb * n_layers) for _ in KINDS]  # finish time per (kind, m * L + l)
-    start, end = [0.0] * len(kinds), [0.0] * len(kinds)
-    bounds = _stage_bounds(np.asarray(stage), stages)
-    pointer, free = [b[0] for b in bounds], [0.0] * stages
-
-    def ready(i):
-        """Earliest start allowed by the inputs of action i, or None if one is missing."""
-        k, m, lay, s = kinds[i], mbs[i], layer[i], stage_l[i]
-        if k == _F:
-            if lay == 0:
-                return 0.0
-            got = done[_F][m * n_layers + lay - 1]
-            return None if got is None else got + wire[(lay - 1) % stages][s]
-        if k == _W:
-            return done[_B][m * n_layers + lay]
-        own = done[_F][m * n_layers + lay]
-        if own is None or lay == n_layers - 1:
-            return own
-        got = done[_B][m * n_layers + lay + 1]
-        return None if got is None else max(own, got + wire[(lay + 1) % stages][s])
-
-    remaining = len(kinds)
+    stage, kind = np.asarray(stage), np.asarray(kind)
+    a, b = dependencies(stage, kind, np.asarray(microbatch), np.asarray(chunk), stages, virtual)
+    transfer = None if transfer is None else np.asarray(transfer, float)
+    wa, wb = _wire(stage, a, transfer).tolist(), _wire(stage, b, transfer).tolist()
+    a, b, dur = a.tolist(), b.tolist(), np.asarray(duration, float).tolist()
+    bounds = _stage_bounds(stage, stages)
+    end: list = [None] * len(dur)
+    start = [0.0] * len(dur)
+    pointer, free = [lo for lo, _ in bounds], [0.0] * stages
+    remaining = len(dur)
     while remaining:
         progress = 0
-        for s in range(stages):
-            while pointer[s] < bounds[s][1]:
-                i = pointer[s]
-                t = ready(i)
-                if t is None:
-                    break
-                start[i] = max(t, free[s])
-                end[i] = free[s] = start[i] + dur[i]
-                done[kinds[i]][mbs[i] * n_layers + layer[i]] = end[i]
-                pointer[s] += 1
-                progress += 1
+        for s, (_, hi) in enumerate(bounds):
+            i, t_free = pointer[s], free[s]
+            while i < hi:
+                t = t_free
+                if a[i] >= 0:
+                    got = end[a[i]]
+                    if got is None:
+                        break
+                    t = max(t, got + wa[i])
+                if b[i] >= 0:
+                    got = end[b[i]]
+                    if got is None:
+                        break
+                    t = max(t, got + wb[i])
+                start[i], t_free = t, t + dur[i]
+                end[i] = t_free
+                i += 1
+            progress += i - pointer[s]
+            pointer[s], free[s] = i, t_free
         if not progress:
             stuck = [pointer[s] for s in range(stages) if pointer[s] < bounds[s][1]]
             raise ScheduleDeadlock(
                 f"the schedule deadlocks: stages wait on each other at actions {stuck[:4]}"
             )
         remaining -= progress
-    return np.array(start), np.array(end)
+    return np.array(start), np.array(end, float)
