@@ -101,3 +101,12 @@ def test_widget_bad_combinations_show_inline_and_recover():
     assert "microbatches &gt;= 4" in w.message.value
     w.microbatches.value = 8
     assert w.message.value == "" and all(t.opacity is None for t in w.figure.data)
+
+
+def test_static_svg_has_one_rectangle_per_action_and_per_stage():
+    from gspmd_viz.viz.pipeline_static import gantt_svg
+
+    tl = pipe.simulate(pipe.schedule("zb-h1", stages=4, microbatches=4), 1.0, 1.0, weight=1.0)
+    svg = gantt_svg(tl)
+    assert svg.startswith("<svg") and svg.count("<rect") == 4 + len(tl.start)
+    assert f"bubble {tl.bubble_fraction:.1%}" in svg
