@@ -84,6 +84,19 @@ def test_peak_activations_gpipe_holds_all_1f1b_holds_few(S, M):
     assert held[-1] == 0 and held.max() == one.peak_activations[0] and len(times) == len(held)
 
 
+def test_circular_walks_like_the_gspmd_loop():
+    # praxis: at iteration t stage i works on k = t - i, microbatch k % M, repeat k // M
+    S, M, V = 4, 6, 2
+    sched = pipe.schedule("circular", stages=S, microbatches=M, virtual=V)
+    for a in sched.actions():
+        if a.kind == "F":
+            k = a.tick - a.stage
+            assert (a.microbatch, a.chunk) == (k % M, k // M)
+    assert sched.n_ticks == 2 * (V * M + S - 1)  # forward loop, then its backward
+    tl = pipe.simulate(sched, 1.0, 2.0)
+    assert tl.bubble_fraction == (S - 1) / (V * M + S - 1)  # M need not be a multiple of S
+
+
 def test_circular_with_one_repeat_is_gpipe():
     a = pipe.schedule("circular", stages=4, microbatches=6, virtual=1)
     b = pipe.schedule("gpipe", stages=4, microbatches=6)
@@ -132,8 +145,9 @@ def test_placement_prices_transfers_with_the_chip_links():
         (lambda: pipe.schedule("gpipe", 0, 8), "stages must be a positive"),
         (lambda: pipe.schedule("gpipe", 4, 2.5), "microbatches must be"),
         (lambda: pipe.schedule("1f1b", 4, 8, virtual=2), "one chunk per stage"),
-        (lambda: pipe.schedule("circular", 4, 6, virtual=2), "multiple of 4"),
-        (lambda: pipe.bubble_fraction("circular", 4, 6, virtual=2), "multiple of 4"),
+        (lambda: pipe.schedule("interleaved-1f1b", 4, 6, virtual=2), "multiple of 4"),
+        (lambda: pipe.bubble_fraction("interleaved-1f1b", 4, 6, virtual=2), "multiple of 4"),
+        (lambda: pipe.schedule("circular", 4, 3, virtual=2), "microbatches >= stages = 4"),
         (lambda: pipe.schedule("zb-h1", 4, 3), "microbatches >= 4"),
         (lambda: pipe.bubble_fraction("zb-h1", 4, 8, weight=3), "weight <= forward"),
         (lambda: pipe.simulate(pipe.schedule("gpipe", 2, 2), forward=0), "forward must be"),

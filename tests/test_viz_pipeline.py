@@ -83,10 +83,14 @@ def test_widget_bad_combinations_show_inline_and_recover():
     w.virtual.value = 2
     assert "one chunk per stage" in w.message.value
     assert "stale" in _title(w) and all(t.opacity == 0.25 for t in w.figure.data)
-    w.schedule.value = "circular"
+    w.schedule.value = "interleaved-1f1b"
     assert w.message.value == "" and "V=2" in _title(w)
     w.microbatches.value = 6
     assert "multiple of 4" in w.message.value
+    w.schedule.value = "circular"
+    assert w.message.value == "" and "M=6, V=2" in _title(w)
+    w.microbatches.value = 2
+    assert "microbatches &gt;= stages" in w.message.value
     w.microbatches.value = 8
     w.ratio.value = "one:two"
     assert "F:B:W" in w.message.value

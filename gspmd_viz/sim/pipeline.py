@@ -14,9 +14,11 @@ Orders, per stage i:
 - ``1f1b`` [PipeDream-flush]: min(S-i-1, M) warm-up forwards, then one F one B, then the rest B.
 - ``interleaved-1f1b`` [Megatron-LM, 2104.04473]: forwards walk microbatches in groups of S
   through chunks 0..V-1; (S-i-1)·2 + (V-1)·S warm-up forwards, then 1F1B.
-- ``circular`` [GSPMD, praxis LayerwiseShardablePipelined circular_repeat]: the same forward
-  walk as interleaved (a state buffer rotating through the S stages V times), all forwards
-  first, then the backward of that loop (the reverse order).
+- ``circular`` [GSPMD; praxis CircularLayerwiseShardablePipelined, circular_repeat R = V]: a
+  state buffer rotating through the S stages; at loop iteration t stage i works on k = t - i:
+  microbatch k mod M in repeat (chunk) k div M, so all M microbatches pass repeat 0 before any
+  starts repeat 1 (M >= S, or a microbatch would come back to stage 0 before it is free).
+  V·M + S - 1 iterations of forwards, then the backward of that loop (the reverse order).
 - ``zb-h1`` [Zero Bubble Pipeline Parallelism, Qi et al. 2023, 2401.10241]: 1F1B's F and B,
   where B is only the input gradient and W (the weight gradient) is deferred: stage i lets i of
   them wait, so it holds at most S microbatches (1F1B's stage 0 peak), and the waiting Ws fill
@@ -138,10 +140,11 @@ class Schedule:
 _F, _B, _W = range(3)
 
 
-def _forward_walk(stages: int, microbatches: int, virtual: int) -> tuple[np.ndarray, np.ndarray]:
-    """(microbatch, chunk) of the k-th forward on any stage: groups of S through chunks 0..V-1."""
-    group, rest = np.divmod(np.arange(microbatches * virtual), stages * virtual)
-    return group * stages + rest % stages, rest // stages
+def _forward_walk(group: int, microbatches: int, virtual: int) -> tuple[np.ndarray, np.ndarray]:
+    """(microbatch, chunk) of the k-th forward on any stage: microbatches in groups of `group`
+    go through chunks 0..V-1 (Megatron: groups of S; the circular pipeline: one group of M)."""
+    block, rest = np.divmod(np.arange(microbatches * virtual), group * virtual)
+    return block * group + rest % group, rest // group
 
 
 def _one_f_one_b(n: int, warmup: int) -> np.ndarray:
@@ -196,17 +199,23 @@ def check_shape(name: str, stages, microbatches, virtual) -> None:
             f"'zb-h1' fills the cool-down with deferred W passes, which needs at least as many "
             f"microbatches as stages: microbatches >= {stages}, got {microbatches}"
         )
-    if virtual > 1 and microbatches % stages:
+    if name == "interleaved-1f1b" and virtual > 1 and microbatches % stages:
         raise ValueError(
             f"{name!r} with virtual={virtual} sends microbatches round the stages in groups of "
             f"S={stages}: microbatches must be a multiple of {stages}, got {microbatches}"
+        )
+    if name == "circular" and virtual > 1 and microbatches < stages:
+        raise ValueError(
+            f"'circular' with virtual={virtual} sends microbatch m back to stage 0 after all "
+            f"M pass it: microbatches >= stages = {stages} (as in praxis), got {microbatches}"
         )
 
 
 def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Schedule:
     """The schedule `name` for S stages, M microbatches, V chunks per stage, as data."""
     check_shape(name, stages, microbatches, virtual)
-    forwards = _forward_walk(stages, microbatches, virtual)
+    group = microbatches if name == "circular" else stages
+    forwards = _forward_walk(group, microbatches, virtual)
     orders = [_stage_order(name, i, stages, forwards, virtual) for i in range(stages)]
     kind = np.concatenate([k for k, _, _ in orders])
     stage = np.repeat(np.arange(stages), [len(k) for k, _, _ in orders])

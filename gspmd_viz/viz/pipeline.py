@@ -160,8 +160,9 @@ def torus_transfers(placed: pipe.Placement, sched: pipe.Schedule, nbytes: float)
         bend = 0.08 if a < b else -0.08  # forward and backward traffic side by side
         xs, ys = [], []
         for src, dst in hops:
-            xs += [xy[src, 0] + bend, xy[dst, 0] + bend, None]
-            ys += [xy[src, 1] + bend, xy[dst, 1] + bend, None]
+            for seg in _hop_segments(xy[src] + bend, xy[dst] + bend):
+                xs += [seg[0][0], seg[1][0], None]
+                ys += [seg[0][1], seg[1][1], None]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="text",
                                  text=f"stage {a} -> {b}: {units.format_bytes(sent)}",
                                  line={"width": 2 + 4 * (len(hops) == 1),
@@ -179,6 +180,16 @@ def torus_transfers(placed: pipe.Placement, sched: pipe.Schedule, nbytes: float)
                       xaxis={"visible": False, "scaleanchor": "y"}, yaxis={"visible": False},
                       height=420, width=860, plot_bgcolor="white")  # fmt: skip
     return fig
+
+
+def _hop_segments(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A neighbour hop is one segment; a wraparound hop (chips drawn apart) two stubs that
+    leave the grid at one end and come back in at the other."""
+    gap = b - a
+    if np.hypot(*gap) <= 1.01:
+        return [(a, b)]
+    away = -gap / np.hypot(*gap) * 0.4
+    return [(a, a + away), (b - away, b)]
 
 
 def _torus_title(placed, sched, nbytes) -> str:
