@@ -81,62 +81,79 @@ def _check_layer(stage_fn, params, xs):
         )
 
 
+class _Device:
+    """What one device (stage `me`) does inside the shard_map: the four actions and a tick.
+
+    State: (inputs [V, M, h]: each chunk's stashed input per microbatch, grads_in [V, M, h]: the
+    gradient each chunk's output received, acc: the weight gradients [V, ...], total loss).
+    """
+
+    def __init__(self, stage_fn, loss_fn, sched, axis, params, xs, ys):
+        self.stage_fn, self.loss_fn, self.sched, self.axis = stage_fn, loss_fn, sched, axis
+        self.params, self.xs, self.ys = params, xs, ys
+        self.me = jax.lax.axis_index(axis)
+        S = sched.stages
+        self.perms = ([(s, (s + 1) % S) for s in range(S)], [(s, (s - 1) % S) for s in range(S)])
+
+    def initial_state(self):
+        zeros_h = jnp.zeros((self.sched.virtual, self.sched.microbatches, *self.xs.shape[1:]),
+                            self.xs.dtype)  # fmt: skip
+        acc = jax.tree.map(jnp.zeros_like, self.params)
+        return zeros_h, zeros_h, acc, jnp.zeros((), self.xs.dtype)
+
+    def layer_io(self, state, m, c):
+        """(this layer's params, its input, the gradient of its output) for microbatch m."""
+        first = (self.me == 0) & (c == 0)
+        x = jnp.where(first, self.xs[m], state[0][c, m])  # [h]
+        return jax.tree.map(lambda a: a[c], self.params), x, state[1][c, m]
+
+    def idle(self, state, m, c):
+        return state, jnp.zeros_like(self.xs[0]), jnp.zeros_like(self.xs[0])
+
+    def forward(self, state, m, c):
+        p, x, _ = self.layer_io(state, m, c)
+        return state, self.stage_fn(p, x), jnp.zeros_like(x)
+
+    def backward(self, state, m, c, input_grad=True, weight_grad=None):
+        """B (input gradient; also the weight gradient unless the schedule has W actions)."""
+        weight_grad = not self.sched.has_weight_actions if weight_grad is None else weight_grad
+        p, x, g = self.layer_io(state, m, c)
+        y, vjp = jax.vjp(self.stage_fn, p, x)  # re-materialise this layer's forward
+        M = self.sched.microbatches
+        is_last = (self.me + c * self.sched.stages) == self.sched.layers - 1
+        loss, dloss = jax.value_and_grad(self.loss_fn)(y, self.ys[m])
+        dp, dx = vjp(jnp.where(is_last, dloss / M, g))  # the loss is a mean over microbatches
+        inputs, grads_in, acc, total = state
+        if weight_grad:
+            acc = jax.tree.map(lambda a, d: a.at[c].add(d), acc, dp)
+        if input_grad:
+            total = total + jnp.where(is_last, loss / M, 0.0)
+        dx = dx if input_grad else jnp.zeros_like(x)
+        return (inputs, grads_in, acc, total), jnp.zeros_like(x), dx
+
+    def weight(self, state, m, c):
+        return self.backward(state, m, c, input_grad=False, weight_grad=True)
+
+    def tick(self, state, row):
+        """Run this tick's action, then pass activations on and gradients back."""
+        branch, m, c = row[self.me, 0], row[self.me, 1], row[self.me, 2]
+        actions = [self.idle, self.forward, self.backward, self.weight]
+        state, out_f, out_b = jax.lax.switch(branch, actions, state, m, c)
+        got_f = jax.lax.ppermute(out_f, self.axis, self.perms[0])  # [h] from stage s-1
+        got_b = jax.lax.ppermute(out_b, self.axis, self.perms[1])  # [h] from stage s+1
+        inputs, grads_in, acc, total = state
+        inputs = _file(inputs, got_f, row[self.me, 3:6])
+        grads_in = _file(grads_in, got_b, row[self.me, 6:9])
+        return (inputs, grads_in, acc, total), None
+
+
 def _stage_program(stage_fn, loss_fn, sched, axis):
     """The per-device function for jax.shard_map: scan over ticks, switch per action."""
-    S, M = sched.stages, sched.microbatches
-    last_layer, split_w = sched.layers - 1, sched.has_weight_actions
-    fwd_perm = [(s, (s + 1) % S) for s in range(S)]
-    bwd_perm = [(s, (s - 1) % S) for s in range(S)]
 
     def body(params, xs, ys, tables):
-        me = jax.lax.axis_index(axis)
         params = jax.tree.map(lambda a: a[0], params)  # [1, V, ...] -> [V, ...]
-        zeros_h = jnp.zeros((sched.virtual, M, *xs.shape[1:]), xs.dtype)
-        state = (zeros_h, zeros_h, jax.tree.map(jnp.zeros_like, params), jnp.zeros((), xs.dtype))
-
-        def layer_io(state, m, c):
-            inputs, grads_in = state[0], state[1]
-            first = (me == 0) & (c == 0)
-            x = jnp.where(first, xs[m], inputs[c, m])  # [h]
-            return jax.tree.map(lambda a: a[c], params), x, grads_in[c, m]
-
-        def idle(state, m, c):
-            return state, jnp.zeros_like(xs[0]), jnp.zeros_like(xs[0])
-
-        def forward(state, m, c):
-            p, x, _ = layer_io(state, m, c)
-            return state, stage_fn(p, x), jnp.zeros_like(x)
-
-        def backward(state, m, c, want_input_grad=True, want_weight_grad=not split_w):
-            p, x, g = layer_io(state, m, c)
-            y, vjp = jax.vjp(stage_fn, p, x)
-            is_last = (me + c * S) == last_layer
-            loss, dloss = jax.value_and_grad(loss_fn)(y, ys[m])
-            g = jnp.where(is_last, dloss / M, g)  # the loss is a mean over microbatches
-            dp, dx = vjp(g)
-            inputs, grads_in, acc, total = state
-            if want_weight_grad:
-                acc = jax.tree.map(lambda a, d: a.at[c].add(d), acc, dp)
-            if want_input_grad:
-                total = total + jnp.where(is_last, loss / M, 0.0)
-            dx = dx if want_input_grad else jnp.zeros_like(x)
-            return (inputs, grads_in, acc, total), jnp.zeros_like(x), dx
-
-        def weight(state, m, c):
-            return backward(state, m, c, want_input_grad=False, want_weight_grad=True)
-
-        def tick(state, row):
-            branch, m, c = row[me, 0], row[me, 1], row[me, 2]
-            state, out_f, out_b = jax.lax.switch(branch, [idle, forward, backward, weight],
-                                                 state, m, c)  # fmt: skip
-            got_f = jax.lax.ppermute(out_f, axis, fwd_perm)  # [h] from stage s-1
-            got_b = jax.lax.ppermute(out_b, axis, bwd_perm)  # [h] from stage s+1
-            inputs, grads_in, acc, total = state
-            inputs = _file(inputs, got_f, row[me, 3:6])
-            grads_in = _file(grads_in, got_b, row[me, 6:9])
-            return (inputs, grads_in, acc, total), None
-
-        (_, _, acc, total), _ = jax.lax.scan(tick, state, tables)
+        device = _Device(stage_fn, loss_fn, sched, axis, params, xs, ys)
+        (_, _, acc, total), _ = jax.lax.scan(device.tick, device.initial_state(), tables)
         return jax.lax.psum(total, axis), jax.tree.map(lambda a: a[None], acc)
 
     return body

@@ -70,39 +70,42 @@ def _wire(stage, producer, transfer):
     return np.where((producer >= 0) & (src != stage), transfer[src, stage], 0.0)
 
 
+def _advance(i, hi, t_free, a, b, wa, wb, dur, start, end):
+    """Run one stage's actions from i on while their inputs are there; (next i, free time)."""
+    while i < hi:
+        t = t_free
+        if a[i] >= 0:
+            got = end[a[i]]
+            if got is None:
+                break
+            t = max(t, got + wa[i])
+        if b[i] >= 0:
+            got = end[b[i]]
+            if got is None:
+                break
+            t = max(t, got + wb[i])
+        start[i], t_free = t, t + dur[i]
+        end[i] = t_free
+        i += 1
+    return i, t_free
+
+
 def start_times(stage, kind, microbatch, chunk, stages, virtual, duration, transfer=None):
     """(start, end) of every action; `duration` per action, `transfer` an [S, S] matrix or None."""
     stage, kind = np.asarray(stage), np.asarray(kind)
     a, b = dependencies(stage, kind, np.asarray(microbatch), np.asarray(chunk), stages, virtual)
     transfer = None if transfer is None else np.asarray(transfer, float)
     wa, wb = _wire(stage, a, transfer).tolist(), _wire(stage, b, transfer).tolist()
-    a, b, dur = a.tolist(), b.tolist(), np.asarray(duration, float).tolist()
+    inputs = (a.tolist(), b.tolist(), wa, wb, np.asarray(duration, float).tolist())
     bounds = _stage_bounds(stage, stages)
-    end: list = [None] * len(dur)
-    start = [0.0] * len(dur)
+    start, end = [0.0] * len(stage), [None] * len(stage)
     pointer, free = [lo for lo, _ in bounds], [0.0] * stages
-    remaining = len(dur)
-    while remaining:
+    remaining = len(stage)
+    while remaining:  # sweep the stages until every action has run
         progress = 0
         for s, (_, hi) in enumerate(bounds):
-            i, t_free = pointer[s], free[s]
-            while i < hi:
-                t = t_free
-                if a[i] >= 0:
-                    got = end[a[i]]
-                    if got is None:
-                        break
-                    t = max(t, got + wa[i])
-                if b[i] >= 0:
-                    got = end[b[i]]
-                    if got is None:
-                        break
-                    t = max(t, got + wb[i])
-                start[i], t_free = t, t + dur[i]
-                end[i] = t_free
-                i += 1
-            progress += i - pointer[s]
-            pointer[s], free[s] = i, t_free
+            i, free[s] = _advance(pointer[s], hi, free[s], *inputs, start, end)
+            progress, pointer[s] = progress + i - pointer[s], i
         if not progress:
             stuck = [pointer[s] for s in range(stages) if pointer[s] < bounds[s][1]]
             raise ScheduleDeadlock(
