@@ -28,6 +28,7 @@ Orders, per stage i:
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -52,9 +53,9 @@ class Schedule:
     """Per-stage action orders of one pipeline schedule, plus the lockstep tick table.
 
     Arrays (one entry per action, grouped by stage, in each stage's order): ``stage``, ``kind``
-    (index into KINDS), ``microbatch``, ``chunk``, ``tick``. ``sends`` lists every transfer
-    between stages: (tick it leaves, src stage, dst stage, "activation"/"gradient", microbatch,
-    layer it feeds).
+    (index into KINDS), ``microbatch``, ``chunk``, and ``tick`` (computed when first read).
+    ``sends`` lists every transfer between stages: (tick it leaves, src stage, dst stage,
+    "activation"/"gradient", microbatch, layer it feeds).
     """
 
     name: str
@@ -65,9 +66,17 @@ class Schedule:
     kind: np.ndarray
     microbatch: np.ndarray
     chunk: np.ndarray
-    tick: np.ndarray
 
     kind_names = KINDS  # what the codes in ``kind`` mean
+
+    @functools.cached_property
+    def tick(self) -> np.ndarray:
+        """Lockstep ticks: every action one time unit, transfers free (a consumer runs one
+        tick after its producer at the earliest). Computed on first use."""
+        ones = np.ones(len(self.kind))
+        start, _ = start_times(self.stage, self.kind, self.microbatch, self.chunk, self.stages,
+                               self.virtual, ones)  # fmt: skip
+        return start.astype(np.int64)
 
     @property
     def layers(self) -> int:
@@ -222,11 +231,7 @@ def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Sch
     filled = [_fill(*order) for order in orders]
     mb = np.concatenate([m for m, _ in filled])
     chunk = np.concatenate([c for _, c in filled])
-    # Lockstep ticks: every action one time unit, transfers free (a consumer runs one tick
-    # after its producer at the earliest).
-    ticks, _ = start_times(stage, kind, mb, chunk, stages, virtual, np.ones(len(kind)))
-    return Schedule(name, stages, microbatches, virtual, stage, kind, mb, chunk,
-                    ticks.astype(np.int64))  # fmt: skip
+    return Schedule(name, stages, microbatches, virtual, stage, kind, mb, chunk)
 
 
 def _zb_idle(stages, forward, backward, weight) -> float:
