@@ -110,3 +110,9 @@ def test_bad_input_gets_a_clear_error(mesh, axis, change, match):
     sched = pipe.schedule("1f1b", stages=4, microbatches=4)
     with pytest.raises(ValueError, match=match):
         pipe.run(sched, fn, params, xs, ys, loss_fn, mesh=mesh, axis=axis)
+
+
+def test_a_schedule_name_instead_of_a_schedule_is_refused():
+    params, xs, ys = _problem(2, 2, 1, 3)
+    with pytest.raises(TypeError, match="gv.pipeline.schedule"):
+        pipe.run("1f1b", stage_fn, params, xs, ys, loss_fn, mesh=gv.Mesh({"stage": 2}))

@@ -50,6 +50,11 @@ def _jax_mesh(mesh):
 
 
 def _check_inputs(sched, jmesh, axis, params, xs, ys):
+    if not all(hasattr(sched, a) for a in ("kind_names", "tick", "sends", "virtual")):
+        raise TypeError(
+            f"sched must be a pipeline schedule, e.g. gv.pipeline.schedule('1f1b', stages=4, "
+            f"microbatches=8); got {type(sched).__name__}"
+        )
     S, V, M = sched.stages, sched.virtual, sched.microbatches
     sizes = dict(zip(jmesh.axis_names, jmesh.axis_sizes, strict=True))
     if axis not in sizes:
