@@ -221,10 +221,13 @@ class PipelineWidget(widgets.VBox):
     def __init__(self, schedule="1f1b", stages=4, microbatches=8, virtual=1, ratio="1:2"):
         self.schedule = widgets.Dropdown(options=pipe.SCHEDULES, value=schedule,
                                          description="schedule")  # fmt: skip
-        self.stages = widgets.IntSlider(value=stages, min=2, max=8, description="stages S")
+        wide = {"description_width": "initial"}
+        self.stages = widgets.IntSlider(value=stages, min=2, max=8, description="stages S",
+                                        style=wide)  # fmt: skip
         self.microbatches = widgets.IntSlider(value=microbatches, min=1, max=32,
-                                              description="microbatches M")  # fmt: skip
-        self.virtual = widgets.IntSlider(value=virtual, min=1, max=4, description="chunks V")
+                                              description="microbatches M", style=wide)  # fmt: skip
+        self.virtual = widgets.IntSlider(value=virtual, min=1, max=4, description="chunks V",
+                                         style=wide)  # fmt: skip
         self.ratio = widgets.Text(value=ratio, description="F:B:W", placeholder="1:2 or 1:1:1")
         self.play = widgets.Play(interval=250, min=0, max=1, description="play")
         self.frame = widgets.IntSlider(min=0, max=1, description="frame")
