@@ -5,6 +5,7 @@ import pytest
 
 import gspmd_viz as gv
 from gspmd_viz.viz import pipeline as view
+from gspmd_viz.viz import pipeline_torus
 
 pipe = gv.pipeline
 
@@ -37,7 +38,7 @@ def test_a_frame_shows_only_what_has_started_and_the_memory_so_far():
 def test_torus_transfers_draw_each_stage_pair_route():
     sched = pipe.schedule("circular", stages=8, microbatches=8, virtual=2)
     placed = pipe.place(8, gv.sim.torus((4, 4)))
-    fig = view.torus_transfers(placed, sched, 2**20)
+    fig = pipeline_torus.torus_transfers(placed, sched, 2**20)
     routes = [t for t in fig.data if t.name in ("activations", "gradients")]
     assert len(routes) == len(placed.routes(sched)) == 16  # ring both ways, incl. 7 -> 0
     assert "1.0 MiB" in fig.layout.title.text

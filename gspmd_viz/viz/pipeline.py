@@ -3,7 +3,7 @@
 ``gantt(tl, until)`` draws every action that has started by time ``until`` (bars coloured by
 microbatch, B hatched, W crossed, idle stage-time shaded grey) over the per-stage activation
 memory. ``PipelineWidget`` is a frame index (Play + slider) over one recorded timeline plus
-controls that record a new one. ``torus_transfers`` shows the stage-to-stage routes on chips.
+controls that record a new one. The transfers on a torus are in ``pipeline_torus``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gspmd_viz import pipeline as pipe
-from gspmd_viz import units
-from gspmd_viz.viz import torus
 
 _PATTERN = {"F": "", "B": "/", "W": "x"}
 _MEMORY_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -139,65 +137,6 @@ def _title(tl, until: float) -> str:
         f"{tl.makespan:.4g} · bubble {tl.bubble_fraction:.1%} (grey) · peak activations "
         f"{max(tl.peak_activations):g} microbatches"
     )
-
-
-# ----- transfers on a torus ---------------------------------------------------------------------
-def torus_transfers(placed: pipe.Placement, sched: pipe.Schedule, nbytes: float) -> go.Figure:
-    """Chips of the placement's topology; each stage pair's route drawn over the links it
-    crosses, width by the bytes it carries in one training step (all microbatches)."""
-    topo, xy = placed.topo, torus.positions(placed.topo)
-    per_pair: dict[tuple[int, int], int] = {}
-    for _, a, b, *_ in sched.sends:
-        if a != b:
-            per_pair[a, b] = per_pair.get((a, b), 0) + 1
-    routes = placed.routes(sched)
-    first = {min(((a, b) for a, b, _ in routes if (a < b) == fwd), default=None)
-             for fwd in (True, False)}  # fmt: skip
-    fig = go.Figure()
-    for a, b, links in routes:
-        hops = [topo.link_info(int(lk))[:2] for lk in links]
-        sent = per_pair[a, b] * nbytes
-        bend = 0.08 if a < b else -0.08  # forward and backward traffic side by side
-        xs, ys = [], []
-        for src, dst in hops:
-            for seg in _hop_segments(xy[src] + bend, xy[dst] + bend):
-                xs += [seg[0][0], seg[1][0], None]
-                ys += [seg[0][1], seg[1][1], None]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="text",
-                                 text=f"stage {a} -> {b}: {units.format_bytes(sent)}",
-                                 line={"width": 2 + 4 * (len(hops) == 1),
-                                       "color": "#d62728" if a < b else "#1f77b4"},
-                                 name="activations" if a < b else "gradients",
-                                 legendgroup=str(a < b), showlegend=(a, b) in first))  # fmt: skip
-    label = {c: f"S{i}" for i, c in enumerate(placed.chips)}
-    fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers+text",
-                             text=[label.get(c, "") for c in range(topo.n_chips)],
-                             marker={"size": 26, "color": ["#ffd92f" if c in label else "#eee"
-                                                           for c in range(topo.n_chips)],
-                                     "line": {"width": 1, "color": "#555"}},
-                             hoverinfo="skip", name="chips (S = stage)"))  # fmt: skip
-    fig.update_layout(title={"text": _torus_title(placed, sched, nbytes), "font": {"size": 13}},
-                      xaxis={"visible": False, "scaleanchor": "y"}, yaxis={"visible": False},
-                      height=420, width=860, plot_bgcolor="white")  # fmt: skip
-    return fig
-
-
-def _hop_segments(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """A neighbour hop is one segment; a wraparound hop (chips drawn apart) two stubs that
-    leave the grid at one end and come back in at the other."""
-    gap = b - a
-    if np.hypot(*gap) <= 1.01:
-        return [(a, b)]
-    away = -gap / np.hypot(*gap) * 0.4
-    return [(a, a + away), (b - away, b)]
-
-
-def _torus_title(placed, sched, nbytes) -> str:
-    t = placed.transfer_matrix(nbytes)
-    worst = units.format_time(float(t.max()))
-    return (f"{sched.name} on {placed.topo.describe()} ({placed.chip.name}); "
-            f"{units.format_bytes(nbytes)} per microbatch per transfer, slowest hop {worst}<br>"
-            f"red: activations forward, blue: gradients back")  # fmt: skip
 
 
 # ----- the widget --------------------------------------------------------------------------------
