@@ -1,6 +1,6 @@
 """gspmd_viz: watch a GSPMD-style compiler split one program across many devices."""
 
-from gspmd_viz import sim, xla
+from gspmd_viz import pipeline, sim, xla
 from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.devices import use_cpu_devices
@@ -17,6 +17,7 @@ __all__ = [
     "Sharding",
     "mesh_split",
     "partition",
+    "pipeline",
     "propagate",
     "reshard_plan",
     "sim",

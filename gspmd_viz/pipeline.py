@@ -1,0 +1,25 @@
+"""Pipeline parallelism, public namespace: ``gv.pipeline.schedule(...)`` and friends.
+
+Schedules, their simulation and closed forms live in ``gspmd_viz.sim`` (numpy only); executing a
+schedule on jax devices lives in ``gspmd_viz.core.pipeline``.
+"""
+
+from gspmd_viz.core.pipeline import run, sequential_loss
+from gspmd_viz.sim.pipeline import SCHEDULES, Schedule, bubble_fraction, makespan, schedule
+from gspmd_viz.sim.pipeline_engine import ScheduleDeadlock
+from gspmd_viz.sim.pipeline_timing import PipelineTimeline, Placement, place, simulate
+
+__all__ = [
+    "SCHEDULES",
+    "Placement",
+    "PipelineTimeline",
+    "Schedule",
+    "ScheduleDeadlock",
+    "bubble_fraction",
+    "makespan",
+    "place",
+    "run",
+    "schedule",
+    "sequential_loss",
+    "simulate",
+]
