@@ -108,3 +108,30 @@ def run(step, params, opt_state, batches, steps: int = 20) -> np.ndarray:
         params, opt_state, loss = step(params, opt_state, batches(i))
         losses.append(float(loss))
     return np.array(losses)
+
+
+# --- the ledger the step-time model scales (gv.sim.training) ---------------------------------
+# Small sizes that name themselves: 8 x distinct odd primes, so every per-device dim of every
+# collective tells which model dim it is and how many ways it is split.
+LEDGER_DIMS = {"B": 24, "L": 40, "M": 56, "N": 88, "D": 104, "H": 136}
+
+
+def ledger_rows(strategy: str) -> list[tuple]:
+    """Rows of one layer's partitioned Adam step for a gv.sim.training strategy."""
+    from gspmd_viz.core.partition import partition
+    from gspmd_viz.core.program import trace
+    from gspmd_viz.core.propagate import propagate
+    from gspmd_viz.core.training import ledger_rows as rows_of
+    from gspmd_viz.core.training import weight_update_sharding
+    from gspmd_viz.examples import TRANSFORMER_SPECS
+
+    mesh = Mesh({"x": 2, "y": 4}) if strategy == "2d" else Mesh({"x": 8})
+    specs = TRANSFORMER_SPECS if strategy == "2d" else DP_SPECS
+    step = make_step(mesh, specs)
+    if strategy in ("dp+wus", "2d"):
+        step = weight_update_sharding(step, mesh, "x")
+    d = LEDGER_DIMS
+    params, opt, batches = init(1, d["B"], d["L"], 0, d["M"], d["N"], d["D"], d["H"])
+    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                          (params, opt, batches(0)))  # fmt: skip
+    return rows_of(partition(propagate(trace(step, *shapes))), LEDGER_DIMS)

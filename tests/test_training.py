@@ -5,6 +5,8 @@ applied to the parameter bytes counted from their shapes, and an unsharded run o
 model for 20 Adam steps.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,3 +168,25 @@ def test_twenty_step_loss_curves_of_2d_wus_and_unsharded_runs_match():
     got = tz.run(spmd, params, opt, batches, steps=20)
     assert want[-1] < 0.8 * want[0]  # it learns something
     np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def _wire(kind, s, n):
+    return {"all-reduce": 2 * (n - 1) / n, "all-gather": (n - 1) / n,
+            "reduce-scatter": (n - 1) / n}[kind] * s  # fmt: skip
+
+
+@pytest.mark.parametrize("strategy", ["dp+wus", "2d"])
+def test_ledger_rows_scaled_to_a_new_size_equal_a_fresh_partition_there(strategy):
+    from gspmd_viz.sim import training as st
+
+    rows = tz.ledger_rows(strategy)
+    big = dict(tz.LEDGER_DIMS, B=48, M=112, H=272)
+    mesh = MESH_2D if strategy == "2d" else DP_MESH
+    step = tz.make_step(mesh, examples.TRANSFORMER_SPECS if strategy == "2d" else tz.DP_SPECS)
+    step = gv.weight_update_sharding(step, mesh, "x")
+    params, opt, batches = tz.init(1, big["B"], big["L"], 0, big["M"], big["N"], big["D"], big["H"])
+    _, _, spmd = _partition(step, params, opt, batches(0))
+    scaled = st.scale_rows(rows, big, mesh.shape, layers=1)
+    want = sum(c.wire_bytes for c in spmd.collectives)
+    got = sum(n * _wire(k, s, math.prod(mesh.shape[a] for a in axes)) for k, axes, s, n in scaled)
+    assert got == pytest.approx(want, rel=1e-12)

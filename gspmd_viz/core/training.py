@@ -137,3 +137,47 @@ def weight_update_sharding(train_step, mesh: Mesh, axis: str) -> WeightUpdateSha
     result are the parameters, the second the optimizer state. Only the batch needs annotating.
     """
     return WeightUpdateSharded(train_step, mesh, axis)
+
+
+# --- the ledger as plain rows, for gv.sim's step-time model ---------------------------------
+def ledger_rows(spmd, dims: dict) -> list[tuple]:
+    """Every collective of a partitioned step as a plain row the simulator can rescale:
+    (kind, axes, itemsize, per-layer?, ((dim name, shard axes), ...)).
+
+    Each per-device operand dim is named by matching it to `dims` (name -> global size): pick
+    global sizes whose ratios cannot collide (distinct odd primes times the mesh size), so a
+    local size k names the one dim g with g / k a product of mesh axis sizes. A scalar (the
+    loss's all-reduce) happens once per step; every other collective once per layer.
+    """
+    splits = _axis_subsets(spmd.mesh)
+    rows = []
+    for c in spmd.collectives:
+        operand = tuple(_name_dim(k, dims, splits, c) for k in c.shape)
+        rows.append((c.kind, c.axes, c.dtype.itemsize, bool(c.shape), operand))
+    return rows
+
+
+def _axis_subsets(mesh: Mesh) -> dict[int, tuple[str, ...]]:
+    """shard count -> the mesh axes giving it (every subset's product must be unique)."""
+    out: dict[int, tuple[str, ...]] = {}
+    names = mesh.axis_names
+    for bits in range(1 << len(names)):
+        axes = tuple(a for i, a in enumerate(names) if bits >> i & 1)
+        n = 1
+        for a in axes:
+            n *= mesh.axis_size(a)
+        if n in out and n != 1:
+            raise ValueError(f"{mesh!r}: axes {out[n]} and {axes} both split {n} ways")
+        out.setdefault(n, axes)
+    return out
+
+
+def _name_dim(local: int, dims: dict, splits: dict, coll) -> tuple[str, tuple[str, ...]]:
+    hits = [(name, splits[g // local]) for name, g in dims.items()
+            if g % local == 0 and g // local in splits]  # fmt: skip
+    if len(hits) != 1:
+        raise ValueError(
+            f"cannot name dim of size {local} in {coll}: matches {hits or 'nothing'} among "
+            f"{dims}; choose dim sizes whose ratios cannot collide"
+        )
+    return hits[0]
