@@ -57,8 +57,10 @@ def measure(step, mesh, args):
 def main() -> None:
     params, opt, batches = tz.init(layers=2, batch=16)
     args = (params, opt, batches(0))
-    print(f"{'strategy':<22} {'ours B':>9} {'XLA B':>9} {'bytes':>6}   {'ours':>9} {'jit':>9} "
-          f"{'time':>6}")  # fmt: skip
+    print(
+        f"{'strategy':<22} {'ours B':>9} {'XLA B':>9} {'bytes':>6}   {'ours':>9} {'jit':>9} "
+        f"{'time':>6}"
+    )
     for name, (step, mesh) in strategies().items():
         ours_b, xla_b, ours_t, jit_t, summary = measure(step, mesh, args)
         print(

@@ -79,13 +79,26 @@ def make_step(mesh: Mesh, specs: dict, lr: float = 1e-3):
     return step
 
 
-def init(layers: int = 2, batch: int = 8, seq: int = 16, seed: int = 0, model: int = 32,
-         heads: int = 4, head_dim: int = 8, hidden: int = 64):  # fmt: skip
+def init(
+    layers: int = 2,
+    batch: int = 8,
+    seq: int = 16,
+    seed: int = 0,
+    model: int = 32,
+    heads: int = 4,
+    head_dim: int = 8,
+    hidden: int = 64,
+):
     """(params, opt_state, batches) with a fixed seed; batches: a function step -> (x, y)."""
     rng = np.random.default_rng(seed)
-    shapes = {"wq": (model, heads, head_dim), "wk": (model, heads, head_dim),
-              "wv": (model, heads, head_dim), "wo": (model, heads, head_dim),
-              "wi": (model, hidden), "wout": (hidden, model)}  # fmt: skip
+    shapes = {
+        "wq": (model, heads, head_dim),
+        "wk": (model, heads, head_dim),
+        "wv": (model, heads, head_dim),
+        "wo": (model, heads, head_dim),
+        "wi": (model, hidden),
+        "wout": (hidden, model),
+    }
 
     def normal(shape, fan_in):
         return jnp.asarray(rng.standard_normal(shape) / np.sqrt(fan_in), jnp.float32)
@@ -132,6 +145,7 @@ def ledger_rows(strategy: str) -> list[tuple]:
         step = weight_update_sharding(step, mesh, "x")
     d = LEDGER_DIMS
     params, opt, batches = init(1, d["B"], d["L"], 0, d["M"], d["N"], d["D"], d["H"])
-    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
-                          (params, opt, batches(0)))  # fmt: skip
+    shapes = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (params, opt, batches(0))
+    )
     return rows_of(partition(propagate(trace(step, *shapes))), LEDGER_DIMS)

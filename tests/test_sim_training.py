@@ -66,8 +66,10 @@ def test_collective_seconds_agree_with_the_link_level_simulator():
 
 
 def test_scale_rows_evaluates_named_dims_at_a_new_size():
-    rows = [("all-gather", ("x",), 4, True, (("M", ("x",)), ("H", ("y",)))),
-            ("all-reduce", ("x",), 4, False, ())]  # fmt: skip
+    rows = [
+        ("all-gather", ("x",), 4, True, (("M", ("x",)), ("H", ("y",)))),
+        ("all-reduce", ("x",), 4, False, ()),
+    ]
     got = st.scale_rows(rows, {"M": 64, "H": 128}, {"x": 4, "y": 2}, layers=3)
     assert got == [("all-gather", ("x",), 4 * 16 * 64 * 4, 3), ("all-reduce", ("x",), 4.0, 1)]
 

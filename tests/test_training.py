@@ -82,8 +82,11 @@ def test_optimizer_state_bytes_per_device_are_one_over_n(dp):
     for prop, expected in ((plain_prop, whole), (wus_prop, whole / 8)):
         states = prop.inputs[n_params : n_params + len(jax.tree.leaves(args[1]))]
         shapes = jax.tree.leaves(args[1])
-        got = sum(s.shard_bytes(p.shape, p.dtype) for s, p in zip(states, shapes, strict=True)
-                  if p.size > 1)  # fmt: skip
+        got = sum(
+            s.shard_bytes(p.shape, p.dtype)
+            for s, p in zip(states, shapes, strict=True)
+            if p.size > 1
+        )
         assert got == expected
 
 
@@ -171,8 +174,11 @@ def test_twenty_step_loss_curves_of_2d_wus_and_unsharded_runs_match():
 
 
 def _wire(kind, s, n):
-    return {"all-reduce": 2 * (n - 1) / n, "all-gather": (n - 1) / n,
-            "reduce-scatter": (n - 1) / n}[kind] * s  # fmt: skip
+    return {
+        "all-reduce": 2 * (n - 1) / n,
+        "all-gather": (n - 1) / n,
+        "reduce-scatter": (n - 1) / n,
+    }[kind] * s
 
 
 @pytest.mark.parametrize("strategy", ["dp+wus", "2d"])

@@ -107,9 +107,10 @@ class WeightUpdateSharded:
         params = found[:n_params]
         state = [
             with_axis(s, x.shape, self.axis)
-            for s, x in zip(found[n_params : n_params + n_state], jax.tree.leaves(shapes[1]),
-                            strict=True)
-        ]  # fmt: skip
+            for s, x in zip(
+                found[n_params : n_params + n_state], jax.tree.leaves(shapes[1]), strict=True
+            )
+        ]
         return (
             jax.tree.unflatten(jax.tree.structure(shapes[0]), params),
             jax.tree.unflatten(jax.tree.structure(shapes[1]), state),
@@ -173,8 +174,11 @@ def _axis_subsets(mesh: Mesh) -> dict[int, tuple[str, ...]]:
 
 
 def _name_dim(local: int, dims: dict, splits: dict, coll) -> tuple[str, tuple[str, ...]]:
-    hits = [(name, splits[g // local]) for name, g in dims.items()
-            if g % local == 0 and g // local in splits]  # fmt: skip
+    hits = [
+        (name, splits[g // local])
+        for name, g in dims.items()
+        if g % local == 0 and g // local in splits
+    ]
     if len(hits) != 1:
         raise ValueError(
             f"cannot name dim of size {local} in {coll}: matches {hits or 'nothing'} among "

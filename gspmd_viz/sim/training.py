@@ -101,16 +101,22 @@ def memory(cfg: Transformer, lay: Layout, batch: int, prec: Precision = Precisio
     weights or whole gradient, held only while that layer runs)."""
     p, d, m, s = cfg.params, lay.data, lay.model, lay.stages
     if batch % (d * lay.microbatches):
-        raise ValueError(f"batch {batch} does not split into {d} replicas x {lay.microbatches} mb")
+        raise ValueError(
+            f"batch {batch} does not split into {d} replicas x {lay.microbatches} microbatches"
+        )
     shards = {
         "dp": (1, 1, 1),
         "dp+wus": (1, d, d),
         "2d": (d * m, d * m, d * m),
         "pipeline": (s, s, s),
-    }[lay.strategy]  # fmt: skip  (weights, grads, slots)
+    }[lay.strategy]  # (weights, grads, slots)
     layer = cfg.params_per_layer
-    transient = {"dp": 0, "dp+wus": layer * prec.grad, "pipeline": 0,
-                 "2d": layer / m * (prec.weight + prec.grad)}[lay.strategy]  # fmt: skip
+    transient = {
+        "dp": 0,
+        "dp+wus": layer * prec.grad,
+        "pipeline": 0,
+        "2d": layer / m * (prec.weight + prec.grad),
+    }[lay.strategy]
     tokens = batch // d * cfg.seq  # a pipeline stage stashes every microbatch (GPipe)
     layers_here = cfg.layers // s
     full = cfg.act_elements_per_token(m) * prec.act
@@ -150,8 +156,12 @@ def step_time(cfg, lay, batch, rows, topo, chip="tpu-v3", efficiency=0.8, prec=P
     compute = (
         tokens * cfg.flops_per_token(lay.remat) / lay.devices / (spec.peak_bf16_flops * efficiency)
     )
-    updated = cfg.params / {"dp": 1, "dp+wus": lay.data, "2d": lay.data * lay.model,
-                            "pipeline": lay.stages}[lay.strategy]  # fmt: skip
+    updated = (
+        cfg.params
+        / {"dp": 1, "dp+wus": lay.data, "2d": lay.data * lay.model, "pipeline": lay.stages}[
+            lay.strategy
+        ]
+    )
     update = updated * prec.update_bytes_per_param / spec.hbm_bandwidth_Bps
     comm = communication(cfg, lay, batch, rows, topo, spec)
     bubble = 0.0
@@ -161,16 +171,28 @@ def step_time(cfg, lay, batch, rows, topo, chip="tpu-v3", efficiency=0.8, prec=P
     total = compute + update + comm + bubble
     model_flops = tokens * cfg.flops_per_token(False) / lay.devices
     mfu = model_flops / spec.peak_bf16_flops / total
-    return {"compute": compute, "update": update, "communication": comm, "bubble": bubble,
-            "total": total, "mfu": mfu}  # fmt: skip
+    return {
+        "compute": compute,
+        "update": update,
+        "communication": comm,
+        "bubble": bubble,
+        "total": total,
+        "mfu": mfu,
+    }
 
 
 def communication(cfg, lay, batch, rows, topo, spec) -> float:
     """Sum of every collective's time on the pod, each on the chips its mesh axes occupy."""
     mesh = {"x": lay.data, "y": lay.model, "stage": lay.stages}
     where = pl.place(mesh, topo)
-    dims = {"B": batch, "L": cfg.seq, "M": cfg.d_model, "N": cfg.heads, "D": cfg.head_dim,
-            "H": cfg.hidden}  # fmt: skip
+    dims = {
+        "B": batch,
+        "L": cfg.seq,
+        "M": cfg.d_model,
+        "N": cfg.heads,
+        "D": cfg.head_dim,
+        "H": cfg.hidden,
+    }
     scaled = scale_rows(rows, dims, mesh, cfg.layers // lay.stages)
     if lay.strategy == "pipeline":  # the stage shift: one permute per iteration, each way
         mb = batch // lay.data // lay.microbatches * cfg.seq * cfg.d_model * Precision().act
