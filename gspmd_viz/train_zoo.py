@@ -14,6 +14,11 @@ import numpy as np
 
 from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.partition import partition
+from gspmd_viz.core.program import trace
+from gspmd_viz.core.propagate import propagate
+from gspmd_viz.core.training import ledger_rows as rows_of
+from gspmd_viz.core.training import weight_update_sharding
 from gspmd_viz.examples import TRANSFORMER_SPECS, transformer_layer
 
 WEIGHTS = ("wq", "wk", "wv", "wo", "wi", "wout")
@@ -131,13 +136,6 @@ LEDGER_DIMS = {"B": 24, "L": 40, "M": 56, "N": 88, "D": 104, "H": 136}
 
 def ledger_rows(strategy: str) -> list[tuple]:
     """Rows of one layer's partitioned Adam step for a gv.sim.training strategy."""
-    from gspmd_viz.core.partition import partition
-    from gspmd_viz.core.program import trace
-    from gspmd_viz.core.propagate import propagate
-    from gspmd_viz.core.training import ledger_rows as rows_of
-    from gspmd_viz.core.training import weight_update_sharding
-    from gspmd_viz.examples import TRANSFORMER_SPECS
-
     mesh = Mesh({"x": 2, "y": 4}) if strategy == "2d" else Mesh({"x": 8})
     specs = TRANSFORMER_SPECS if strategy == "2d" else DP_SPECS
     step = make_step(mesh, specs)

@@ -80,3 +80,12 @@ def test_pipeline_bubble_is_the_gpipe_fraction_of_the_makespan():
     t = st.step_time(cfg, lay, 8, rows=[], topo=gv.sim.torus((4,)))
     frac = 3 / (8 + 4 - 1)
     assert t["bubble"] / (t["compute"] + t["bubble"]) == pytest.approx(frac)
+
+
+def test_a_placed_2d_group_times_like_the_link_level_simulation_of_its_sub_torus():
+    pod = gv.sim.preset("4x4")
+    where = pl.place({"x": 2, "y": 8}, pod)  # x: 2 chips of dim 0; y: dim 1 (4) x dim 0 (2)
+    sub = pl.sub_torus(where, ("y",), pod)
+    assert sub.shape == (2, 4) and sub.wrap == (False, True)
+    sim = gv.sim.simulate(sub, "all-reduce", 2**16, algorithm="torus-2d").time_s
+    assert pl.collective_seconds("all-reduce", 2**16, sub) == pytest.approx(sim, rel=1e-9)
