@@ -71,6 +71,7 @@ class WeightUpdateSharded:
         mesh.check_axis(axis)
         self.train_step, self.mesh, self.axis = train_step, mesh, axis
         functools.update_wrapper(self, train_step)
+        self._cache: dict = {}  # (tree structure, shapes) -> the shardings to pin
 
     def shardings(self, params, opt_state, batch) -> tuple:
         """(param shardings, optimizer-state shardings) the step pins, as pytrees like its args.
@@ -86,10 +87,9 @@ class WeightUpdateSharded:
         treedef = jax.tree.structure(shapes)
         leaves = jax.tree.leaves(shapes)
         key = (treedef, tuple((x.shape, str(x.dtype)) for x in leaves))
-        cache = self.__dict__.setdefault("_cache", {})
-        if key not in cache:
-            cache[key] = self._propagated(shapes)
-        return cache[key]
+        if key not in self._cache:
+            self._cache[key] = self._propagated(shapes)
+        return self._cache[key]
 
     def _propagated(self, shapes) -> tuple:
         program = trace(self.train_step, *shapes)

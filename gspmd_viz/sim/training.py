@@ -104,12 +104,10 @@ def memory(cfg: Transformer, lay: Layout, batch: int, prec: Precision = Precisio
         raise ValueError(
             f"batch {batch} does not split into {d} replicas x {lay.microbatches} microbatches"
         )
-    shards = {
-        "dp": (1, 1, 1),
-        "dp+wus": (1, d, d),
-        "2d": (d * m, d * m, d * m),
-        "pipeline": (s, s, s),
-    }[lay.strategy]  # (weights, grads, slots)
+    if cfg.layers % s:
+        raise ValueError(f"{cfg.layers} layers do not split into {s} stages")
+    sharded = slot_shards(lay)  # slots always; gradients except under plain DP
+    weight_shards = 1 if lay.strategy in ("dp", "dp+wus") else sharded
     layer = cfg.params_per_layer
     transient = {
         "dp": 0,
@@ -122,12 +120,19 @@ def memory(cfg: Transformer, lay: Layout, batch: int, prec: Precision = Precisio
     full = cfg.act_elements_per_token(m) * prec.act
     saved = (cfg.d_model * prec.act * layers_here + full) if lay.remat else full * layers_here
     return {
-        "weights": p * prec.weight / shards[0],
-        "grads": p * prec.grad / shards[1],
-        "slots": p * prec.slots / shards[2],
+        "weights": p * prec.weight / weight_shards,
+        "grads": p * prec.grad / (1 if lay.strategy == "dp" else sharded),
+        "slots": p * prec.slots / sharded,
         "activations": tokens * saved,
         "transient": transient,
     }
+
+
+def slot_shards(lay: Layout) -> int:
+    """Ways each optimizer slot (and the update that writes it) is split."""
+    return {"dp": 1, "dp+wus": lay.data, "2d": lay.data * lay.model, "pipeline": lay.stages}[
+        lay.strategy
+    ]
 
 
 def scale_rows(rows, dims: dict, mesh: dict, layers: int) -> list[tuple]:
@@ -156,14 +161,8 @@ def step_time(cfg, lay, batch, rows, topo, chip="tpu-v3", efficiency=0.8, prec=P
     compute = (
         tokens * cfg.flops_per_token(lay.remat) / lay.devices / (spec.peak_bf16_flops * efficiency)
     )
-    updated = (
-        cfg.params
-        / {"dp": 1, "dp+wus": lay.data, "2d": lay.data * lay.model, "pipeline": lay.stages}[
-            lay.strategy
-        ]
-    )
-    update = updated * prec.update_bytes_per_param / spec.hbm_bandwidth_Bps
-    comm = communication(cfg, lay, batch, rows, topo, spec)
+    update = cfg.params / slot_shards(lay) * prec.update_bytes_per_param / spec.hbm_bandwidth_Bps
+    comm = communication(cfg, lay, batch, rows, topo, spec, prec)
     bubble = 0.0
     if lay.strategy == "pipeline":
         frac = (lay.stages - 1) / (lay.microbatches + lay.stages - 1)
@@ -181,7 +180,7 @@ def step_time(cfg, lay, batch, rows, topo, chip="tpu-v3", efficiency=0.8, prec=P
     }
 
 
-def communication(cfg, lay, batch, rows, topo, spec) -> float:
+def communication(cfg, lay, batch, rows, topo, spec, prec=Precision()) -> float:
     """Sum of every collective's time on the pod, each on the chips its mesh axes occupy."""
     mesh = {"x": lay.data, "y": lay.model, "stage": lay.stages}
     where = pl.place(mesh, topo)
@@ -195,7 +194,7 @@ def communication(cfg, lay, batch, rows, topo, spec) -> float:
     }
     scaled = scale_rows(rows, dims, mesh, cfg.layers // lay.stages)
     if lay.strategy == "pipeline":  # the stage shift: one permute per iteration, each way
-        mb = batch // lay.data // lay.microbatches * cfg.seq * cfg.d_model * Precision().act
+        mb = batch // lay.data // lay.microbatches * cfg.seq * cfg.d_model * prec.act
         scaled.append(
             ("collective-permute", ("stage",), mb, 2 * (lay.microbatches + lay.stages - 1))
         )

@@ -25,11 +25,13 @@ MODELS = {
     "52B": (64, 8192, 64, 128, 32768),
     "1T": (144, 24576, 96, 256, 98304),
 }
-# label -> (topology preset, chip)
+# label -> (topology, chip). The v4 pod is 64 cubes of 4x4x4 joined by optical switches into a
+# 16x16x16 torus (Google Cloud TPU v4 docs: 4096 chips per pod).
 PODS = {
-    "TPU-v3 pod 32x32 (1024 chips)": ("tpu-v3-pod", "tpu-v3"),
-    "TPU-v3 multipod 128x32 (4096 chips)": ("tpu-v3-multipod", "tpu-v3"),
-    "TPU-v4 4x4x4 (64 chips)": ("tpu-v4-4x4x4", "tpu-v4"),
+    "TPU-v3 pod 32x32 (1024 chips)": (sim.preset("tpu-v3-pod"), "tpu-v3"),
+    "TPU-v3 multipod 128x32 (4096 chips)": (sim.preset("tpu-v3-multipod"), "tpu-v3"),
+    "TPU-v4 cube 4x4x4 (64 chips)": (sim.preset("tpu-v4-4x4x4"), "tpu-v4"),
+    "TPU-v4 pod 16x16x16 (4096 chips)": (sim.torus((16, 16, 16), name="tpu-v4 pod"), "tpu-v4"),
 }
 DEFAULT_POD = "TPU-v3 pod 32x32 (1024 chips)"
 SEQ = 1024
@@ -61,11 +63,9 @@ def layout(strategy: str, chips: int, split: int, microbatches: int, remat: bool
 
 
 def evaluate(model_name, pod, strategy, batch, split, microbatches, remat):
-    preset, chip = PODS[pod]
-    topo, cfg = sim.preset(preset), model(model_name)
+    topo, chip = PODS[pod]
+    cfg = model(model_name)
     lay = layout(strategy, topo.n_chips, split, microbatches, remat)
-    if cfg.layers % lay.stages:
-        raise ValueError(f"{cfg.layers} layers do not split into {lay.stages} stages")
     mem = st.memory(cfg, lay, batch)
     return mem, st.step_time(cfg, lay, batch, rows(strategy), topo, chip), sim.chip(chip), lay
 
