@@ -59,7 +59,14 @@ def _shape_of(x):
 
 class WeightUpdateSharded:
     """A train step `(params, opt_state, batch) -> (params, opt_state, loss)` whose optimizer
-    update runs sharded over one mesh axis. Call it like the step it wraps."""
+    update runs sharded over one mesh axis. Call it like the step it wraps.
+
+    A weight the model annotates itself without `axis` (2-D sharding with weights on the model
+    axis only) pins its gradient too: a sharding constraint transposes to the same constraint on
+    the cotangent. That gradient is then all-reduced over `axis` and sliced for the update, and
+    the new weight all-gathered: more bytes than plain DP. Split such weights over `axis` as
+    well (GSPMD's 2-D transformer: `wi = [x, y]`) and the reduce-scatter comes back.
+    """
 
     def __init__(self, train_step, mesh: Mesh, axis: str):
         if not callable(train_step):
