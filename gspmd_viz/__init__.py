@@ -10,6 +10,7 @@ from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.training import weight_update_sharding
 
 __all__ = [
     "Collective",
@@ -23,5 +24,6 @@ __all__ = [
     "sim",
     "trace",
     "use_cpu_devices",
+    "weight_update_sharding",
     "xla",
 ]

@@ -1,0 +1,149 @@
+"""The zoo transformer as a training program: Adam, a loss, a step, a loop.
+
+`make_step(mesh, specs)` builds `step(params, opt_state, batch) -> (params, opt_state, loss)`
+for a stack of `examples.transformer_layer`s regressing a fixed target; `specs` chooses the
+sharding (DP, 2-D, ...) exactly as the zoo's annotation names do. Shared by tests, the
+training benchmark and lesson 07.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gspmd_viz.core.annotate import mesh_split
+from gspmd_viz.core.mesh import Mesh
+from gspmd_viz.core.partition import partition
+from gspmd_viz.core.program import trace
+from gspmd_viz.core.propagate import propagate
+from gspmd_viz.core.training import ledger_rows as rows_of
+from gspmd_viz.core.training import weight_update_sharding
+from gspmd_viz.examples import TRANSFORMER_SPECS, transformer_layer
+
+WEIGHTS = ("wq", "wk", "wv", "wo", "wi", "wout")
+# pure data parallelism: only the activations' batch dim is split
+DP_SPECS = {name: None for name in TRANSFORMER_SPECS} | {
+    "x": ("x", None, None),
+    "out": ("x", None, None),
+}
+# 2-D (data x model): weights split over the model axis y only, as Megatron-style 2-D sharding;
+# the zoo's own TRANSFORMER_SPECS split them over x too (lingvo's DenseBuilder)
+TWO_D_SPECS = TRANSFORMER_SPECS | {
+    "wq": (None, "y", None),
+    "wk": (None, "y", None),
+    "wv": (None, "y", None),
+    "wo": (None, "y", None),
+    "wi": (None, "y"),
+    "wout": ("y", None),
+}
+
+
+# --- Adam (Kingma & Ba, arXiv 1412.6980), in a few lines -----------------------------------
+def adam_init(params):
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    # count is [1], not a scalar: a 0-d input crashes our partitioned runner (jnp.pad in
+    # core/execute.pad_global); tests/test_training.py pins that bug
+    return {"m": zeros, "v": zeros, "count": jnp.zeros((1,), jnp.int32)}
+
+
+def adam_update(params, grads, state, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
+    count = state["count"] + 1
+    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+    v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+    t = count[0].astype(jnp.float32)
+    scale = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)  # bias corrections folded into the step size
+    new = jax.tree.map(lambda p, m, v: p - scale * m / (jnp.sqrt(v) + eps), params, m, v)
+    return new, {"m": m, "v": v, "count": count}
+
+
+# --- the model and its step ----------------------------------------------------------------
+def _annotator(mesh: Mesh, specs: dict):
+    def ann(x, name):
+        spec = specs.get(name)
+        return x if spec is None else mesh_split(x, mesh, spec)
+
+    return ann
+
+
+def make_step(mesh: Mesh, specs: dict, lr: float = 1e-3):
+    """step(params, opt_state, (x, y)) -> (params, opt_state, loss); params: list of layers,
+    each a dict of the six weights named in WEIGHTS."""
+    ann = _annotator(mesh, specs)
+
+    def loss_fn(params, x, y):
+        for layer in params:
+            x = transformer_layer(ann, x, *(layer[n] for n in WEIGHTS))  # [B/x, L, M]
+        return jnp.mean((x - y) ** 2)
+
+    def step(params, opt_state, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
+        params, opt_state = adam_update(params, grads, opt_state, lr)
+        return params, opt_state, loss
+
+    return step
+
+
+def init(
+    layers: int = 2,
+    batch: int = 8,
+    seq: int = 16,
+    seed: int = 0,
+    model: int = 32,
+    heads: int = 4,
+    head_dim: int = 8,
+    hidden: int = 64,
+):
+    """(params, opt_state, batches) with a fixed seed; batches: a function step -> (x, y)."""
+    rng = np.random.default_rng(seed)
+    shapes = {
+        "wq": (model, heads, head_dim),
+        "wk": (model, heads, head_dim),
+        "wv": (model, heads, head_dim),
+        "wo": (model, heads, head_dim),
+        "wi": (model, hidden),
+        "wout": (hidden, model),
+    }
+
+    def normal(shape, fan_in):
+        return jnp.asarray(rng.standard_normal(shape) / np.sqrt(fan_in), jnp.float32)
+
+    params = [{n: normal(s, s[0]) for n, s in shapes.items()} for _ in range(layers)]
+    target = normal((model, model), model)  # y = tanh(x @ target): something to learn
+
+    def batches(i: int):
+        x = np.random.default_rng([seed, i]).standard_normal((batch, seq, model))
+        x = jnp.asarray(x, jnp.float32)
+        return x, jnp.tanh(x @ target)
+
+    return params, adam_init(params), batches
+
+
+def run(step, params, opt_state, batches, steps: int = 20) -> np.ndarray:
+    """Losses of `steps` training steps (the step is any callable: jitted, partitioned, ...)."""
+    losses = []
+    for i in range(steps):
+        params, opt_state, loss = step(params, opt_state, batches(i))
+        losses.append(float(loss))
+    return np.array(losses)
+
+
+# --- the ledger the step-time model scales (gv.sim.training) ---------------------------------
+# Small sizes that name themselves: 8 x distinct odd primes, so every per-device dim of every
+# collective tells which model dim it is and how many ways it is split.
+LEDGER_DIMS = {"B": 24, "L": 40, "M": 56, "N": 88, "D": 104, "H": 136}
+
+
+def ledger_rows(strategy: str) -> list[tuple]:
+    """Rows of one layer's partitioned Adam step for a gv.sim.training strategy."""
+    mesh = Mesh({"x": 2, "y": 4}) if strategy == "2d" else Mesh({"x": 8})
+    specs = TRANSFORMER_SPECS if strategy == "2d" else DP_SPECS
+    step = make_step(mesh, specs)
+    if strategy in ("dp+wus", "2d"):
+        step = weight_update_sharding(step, mesh, "x")
+    d = LEDGER_DIMS
+    params, opt, batches = init(1, d["B"], d["L"], 0, d["M"], d["N"], d["D"], d["H"])
+    shapes = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (params, opt, batches(0))
+    )
+    return rows_of(partition(propagate(trace(step, *shapes))), LEDGER_DIMS)

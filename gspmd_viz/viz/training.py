@@ -1,0 +1,212 @@
+"""Training at pod scale: pick a model, a pod, a strategy and a batch; see memory per device
+against HBM, step time split into compute / update / communication / bubble, and MFU.
+
+The numbers come from gv.sim.training; the communication rows from the partitioned zoo step
+(train_zoo.ledger_rows), computed once per strategy and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from gspmd_viz import sim, train_zoo
+from gspmd_viz.sim import training as st
+from gspmd_viz.units import format_bytes, format_time
+
+# name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all
+MODELS = {
+    "1B": (24, 2048, 16, 128, 8192),
+    "6B": (32, 4096, 32, 128, 16384),
+    "52B": (64, 8192, 64, 128, 32768),
+    "1T": (144, 24576, 96, 256, 98304),
+}
+# label -> (topology, chip). The v4 pod is 64 cubes of 4x4x4 joined by optical switches into a
+# 16x16x16 torus (Google Cloud TPU v4 docs: 4096 chips per pod).
+PODS = {
+    "TPU-v3 pod 32x32 (1024 chips)": (sim.preset("tpu-v3-pod"), "tpu-v3"),
+    "TPU-v3 multipod 128x32 (4096 chips)": (sim.preset("tpu-v3-multipod"), "tpu-v3"),
+    "TPU-v4 cube 4x4x4 (64 chips)": (sim.preset("tpu-v4-4x4x4"), "tpu-v4"),
+    "TPU-v4 pod 16x16x16 (4096 chips)": (sim.torus((16, 16, 16), name="tpu-v4 pod"), "tpu-v4"),
+}
+DEFAULT_POD = "TPU-v3 pod 32x32 (1024 chips)"
+SEQ = 1024
+PARTS = ("weights", "grads", "slots", "activations", "transient")
+TIMES = ("compute", "update", "communication", "bubble")
+
+
+def model(name: str) -> st.Transformer:
+    layers, m, n, d, h = MODELS[name]
+    return st.Transformer(layers, m, n, d, h, SEQ)
+
+
+@functools.cache
+def rows(strategy: str) -> list:
+    return train_zoo.ledger_rows("dp" if strategy == "pipeline" else strategy)
+
+
+def layout(strategy: str, chips: int, split: int, microbatches: int, remat: bool) -> st.Layout:
+    """data fills what the model axis (2d) or the stages (pipeline) leave of the pod."""
+    if strategy in ("2d", "pipeline") and chips % split:
+        raise ValueError(f"{split} does not divide the pod's {chips} chips")
+    if strategy == "2d":
+        return st.Layout("2d", chips // split, model=split, remat=remat)
+    if strategy == "pipeline":
+        return st.Layout(
+            "pipeline", chips // split, stages=split, microbatches=microbatches, remat=remat
+        )
+    return st.Layout(strategy, chips, remat=remat)
+
+
+def evaluate(model_name, pod, strategy, batch, split, microbatches, remat):
+    topo, chip = PODS[pod]
+    cfg = model(model_name)
+    lay = layout(strategy, topo.n_chips, split, microbatches, remat)
+    mem = st.memory(cfg, lay, batch)
+    return mem, st.step_time(cfg, lay, batch, rows(strategy), topo, chip), sim.chip(chip), lay
+
+
+def figure(mem: dict, times: dict, chip, lay) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("memory per device", "step time"))
+    for part in PARTS:
+        fig.add_bar(x=["memory"], y=[mem[part] / 2**30], name=part, row=1, col=1)
+    fig.add_hline(
+        y=chip.hbm_bytes / 2**30,
+        line_dash="dash",
+        row=1,
+        col=1,
+        annotation_text=f"HBM {format_bytes(chip.hbm_bytes)}",
+    )
+    for part in TIMES:
+        fig.add_bar(x=["time"], y=[times[part]], name=part, row=1, col=2)
+    fig.update_layout(
+        barmode="stack",
+        height=360,
+        width=720,
+        margin=dict(t=60, b=30),
+        title=f"{lay.strategy}: data {lay.data} x model {lay.model} x stages "
+        f"{lay.stages}; MFU {times['mfu']:.0%}",
+    )
+    fig.update_yaxes(title_text="GiB", row=1, col=1)
+    fig.update_yaxes(title_text="seconds", row=1, col=2)
+    return fig
+
+
+def summary(mem: dict, times: dict, chip) -> str:
+    total = sum(mem.values())
+    fits = "fits" if total <= chip.hbm_bytes else "does NOT fit"
+    parts = ", ".join(f"{k} {format_bytes(mem[k])}" for k in PARTS)
+    steps = ", ".join(f"{k} {format_time(times[k])}" for k in TIMES)
+    return (
+        f"memory {format_bytes(total)} per device ({parts}): {fits} in {chip.name}'s "
+        f"{format_bytes(chip.hbm_bytes)} HBM\nstep {format_time(times['total'])} ({steps}); "
+        f"MFU {times['mfu']:.1%}"
+    )
+
+
+def parse_positive(text: str, what: str) -> int:
+    text = text.strip().replace(",", "").replace("_", "")
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{what} must be a positive whole number, got {text!r}")
+    return int(text)
+
+
+class TrainingWidget(widgets.VBox):
+    """Model size, pod, strategy, batch (sequences of 1024 tokens), split, remat."""
+
+    def __init__(
+        self,
+        model_name="1T",
+        pod=DEFAULT_POD,
+        strategy="2d",
+        batch="1024",
+        split="16",
+        microbatches="16",
+        remat=True,
+    ):
+        self.model = widgets.Dropdown(options=list(MODELS), value=model_name, description="model")
+        self.pod = widgets.Dropdown(options=list(PODS), value=pod, description="pod")
+        self.strategy = widgets.Dropdown(
+            options=list(st.STRATEGIES), value=strategy, description="strategy"
+        )
+        self.batch = widgets.Text(value=batch, description="batch")
+        self.split = widgets.Text(value=split, description="model/stages")
+        self.microbatches = widgets.Text(value=microbatches, description="microbatches")
+        self.remat = widgets.Checkbox(value=remat, description="rematerialise")
+        self.message, self.text, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.figure: go.Figure | None = None
+        controls = [
+            self.model,
+            self.pod,
+            self.strategy,
+            self.batch,
+            self.split,
+            self.microbatches,
+            self.remat,
+        ]
+        super().__init__(
+            [
+                widgets.HBox(controls[:3]),
+                widgets.HBox(controls[3:]),
+                self.message,
+                self.text,
+                self.plot,
+            ]
+        )
+        for w in controls:
+            w.observe(lambda _: self.rebuild(), "value")
+        self.rebuild()
+
+    def rebuild(self):
+        """Recompute for the current controls; an error becomes a one-line message."""
+        try:
+            args = (
+                self.model.value,
+                self.pod.value,
+                self.strategy.value,
+                parse_positive(self.batch.value, "batch"),
+                parse_positive(self.split.value, "model/stages"),
+                parse_positive(self.microbatches.value, "microbatches"),
+                self.remat.value,
+            )
+            mem, times, chip, lay = evaluate(*args)
+        except ValueError as err:
+            self.message.value = f"<b style='color:#b00'>⚠ {_escape(str(err))}</b>"
+            self.plot.layout.opacity = "0.4"
+            return
+        self.message.value = ""
+        self.plot.layout.opacity = "1"
+        self.text.value = f"<pre>{_escape(summary(mem, times, chip))}</pre>"
+        self.figure = figure(mem, times, chip, lay)
+        bundle = {
+            "application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()), "config": {}}
+        }
+        self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+    def static_svg(self) -> str:
+        """The current step-time split as a small SVG bar, for readers without a kernel."""
+        if self.figure is None:
+            return "<svg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/>"
+        ys = {tr.name: tr.y[0] for tr in self.figure.data if tr.xaxis == "x2"}
+        total, x, parts = sum(ys.values()) or 1.0, 0.0, []
+        colours = ("#636efa", "#ef553b", "#00cc96", "#ab63fa")
+        for (name, y), colour in zip(ys.items(), colours, strict=False):
+            w = 600 * y / total
+            parts.append(
+                f"<rect x='{x:.1f}' y='20' width='{w:.1f}' height='30' fill='{colour}'>"
+                f"<title>{name}</title></rect>"
+            )
+            x += w
+        label = " / ".join(f"{n} {y / total:.0%}" for n, y in ys.items())
+        return (
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='620' height='70'>"
+            f"<text x='0' y='14' font-size='12'>step time: {label}</text>{''.join(parts)}</svg>"
+        )
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
