@@ -4,7 +4,7 @@ numpy only (``replay`` imports jax lazily to run schedules on the devices it is 
 neither the compiler package nor viz. ``registry`` lists every algorithm once.
 """
 
-from gspmd_viz.sim import execute, replay
+from gspmd_viz.sim import execute, placement, replay, training
 from gspmd_viz.sim.algorithms import Schedule
 from gspmd_viz.sim.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.cost import collective_time, lower_bound
@@ -42,10 +42,12 @@ __all__ = [
     "execute",
     "collective_time",
     "lower_bound",
+    "placement",
     "preset",
     "replay",
     "ring_order",
     "schedule",
     "simulate",
     "torus",
+    "training",
 ]
