@@ -1,111 +1,24 @@
 """`gv.trace`: a small frozen program form over a jaxpr.
 
 A Program is a flat list of equations over Values (nested `jit` and custom-derivative calls
-are inlined), with the `mesh_split` annotations read back as fixed shardings. Everything the
-propagation and the partitioner need, and a pretty-printer that shows each value's sharding.
+are inlined, their boundaries kept in `calls`), with the `mesh_split` annotations read back as
+fixed shardings. Everything the propagation and the partitioner need, and a pretty-printer that
+shows each value's sharding.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import jax
-import jax.extend.core as jex
-import numpy as np
 
+from gspmd_viz.core.builder import Builder
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Value
 
-# Call-like primitives whose body we inline, and the param holding the body.
-INLINED = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr",  # the primal body; the jvp rule is not needed here
-    "custom_vjp_call": "call_jaxpr",
-    "checkpoint": "jaxpr",
-    "remat": "jaxpr",
-}
-# Control flow we do not model (its body would need its own propagation), and what to do.
-_LOOP = "unroll the loop in Python, or keep it outside the traced function"
-_PER_DEVICE = "it is already per-device code: trace the global function instead"
-REJECTED = {
-    "scan": _LOOP,
-    "while": _LOOP,
-    "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
-    "shard_map": _PER_DEVICE,
-    "pmap": _PER_DEVICE,
-    "xla_pmap": _PER_DEVICE,
-}
-CONSTRAINT = "sharding_constraint"
-
-
-@dataclass(frozen=True)
-class Value:
-    """One SSA value of the program (a jaxpr variable after inlining)."""
-
-    id: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    name: str
-
-    def __hash__(self) -> int:  # ids are unique within a program; hashing is on the hot path
-        return self.id
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def type_text(self, sharding: Sharding | None = None) -> str:
-        if sharding is not None:
-            return sharding.describe(self.shape, self.dtype)
-        return f"{short_dtype(self.dtype)}[{', '.join(str(n) for n in self.shape)}]"
-
-    def __repr__(self) -> str:
-        return f"{self.name}:{self.type_text()}"
-
-
-@dataclass(frozen=True, eq=False)
-class Literal:
-    """A constant operand (a jaxpr literal or a closed-over constant)."""
-
-    value: Any
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self) -> str:
-        if not self.shape:
-            return f"{np.asarray(self.value).item()!r}:{short_dtype(self.dtype)}"
-        return f"const:{short_dtype(self.dtype)}[{', '.join(str(n) for n in self.shape)}]"
-
-
-@dataclass(frozen=True, eq=False)
-class Equation:
-    """`outputs = primitive[params](*inputs)`; `eqn` is the original JaxprEqn (for re-binding)."""
-
-    index: int
-    primitive: str
-    inputs: tuple[Value | Literal, ...]
-    outputs: tuple[Value, ...]
-    params: dict
-    eqn: Any = field(repr=False)
-
-    def bind(self, *args):
-        """Run the primitive on concrete or traced arguments; returns a list of outputs."""
-        out = self.eqn.primitive.bind(*args, **self.params)
-        return list(out) if self.eqn.primitive.multiple_results else [out]
-
-    @property
-    def value_inputs(self) -> tuple[Value, ...]:
-        return tuple(v for v in self.inputs if isinstance(v, Value))
+__all__ = ["Call", "Equation", "Literal", "Program", "Value", "trace"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,6 +30,7 @@ class Program:
     mesh: Mesh | None
     in_tree: Any = field(repr=False)
     out_tree: Any = field(repr=False)
+    calls: tuple[Call, ...] = ()  # the inlined calls, outermost first
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -231,72 +145,6 @@ def _params_text(e: Equation) -> str:
 
 
 # --- tracing ----------------------------------------------------------------------------
-def _names():
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    for n in itertools.count(1):
-        for combo in itertools.product(letters, repeat=n):
-            yield "".join(combo)
-
-
-class _Builder:
-    """Walks a jaxpr, inlining calls, assigning Values in program order."""
-
-    def __init__(self):
-        self.names = _names()
-        self.count = itertools.count()
-        self.equations: list[Equation] = []
-        self.annotations: dict[Value, Sharding] = {}
-
-    def new_value(self, aval) -> Value:
-        return Value(
-            next(self.count),
-            tuple(int(n) for n in aval.shape),
-            np.dtype(aval.dtype),
-            next(self.names),
-        )
-
-    def read(self, env, atom):
-        if isinstance(atom, jex.Literal):
-            value = atom.val
-            return Literal(value, tuple(np.shape(value)), np.dtype(atom.aval.dtype))
-        return env[atom]
-
-    def walk(self, jaxpr, consts, args) -> list:
-        env: dict = {}
-        for var, c in zip(jaxpr.constvars, consts, strict=True):
-            env[var] = Literal(c, tuple(np.shape(c)), np.dtype(var.aval.dtype))
-        env.update(zip(jaxpr.invars, args, strict=True))
-        for eqn in jaxpr.eqns:
-            self.equation(env, eqn)
-        return [self.read(env, v) for v in jaxpr.outvars]
-
-    def equation(self, env, eqn) -> None:
-        name = eqn.primitive.name
-        ins = [self.read(env, v) for v in eqn.invars]
-        if name in INLINED:
-            body = eqn.params[INLINED[name]]
-            consts = getattr(body, "consts", [])
-            outs = self.walk(getattr(body, "jaxpr", body), consts, ins)
-            env.update(zip(eqn.outvars, outs, strict=True))
-            return
-        if name in REJECTED:
-            raise NotImplementedError(
-                f"gv.trace does not model control flow: primitive {name!r} ({REJECTED[name]})"
-            )
-        outs = [self.new_value(v.aval) for v in eqn.outvars]
-        env.update(zip(eqn.outvars, outs, strict=True))
-        e = Equation(len(self.equations), name, tuple(ins), tuple(outs), dict(eqn.params), eqn)
-        self.equations.append(e)
-        if name == CONSTRAINT:
-            self.annotate(e)
-
-    def annotate(self, e: Equation) -> None:
-        sharding = Sharding.from_named_sharding(e.params["sharding"])
-        out = e.outputs[0]
-        sharding.check_rank(out.ndim)
-        self.annotations[out] = sharding
-
-
 def _common_mesh(annotations: dict) -> Mesh | None:
     meshes = list(dict.fromkeys(s.mesh for s in annotations.values()))
     if len(meshes) > 1:
@@ -312,7 +160,7 @@ def trace(f, *args) -> Program:
     closed, out_shape = jax.make_jaxpr(f, return_shape=True)(*args)
     _, in_tree = jax.tree.flatten(args)
     out_tree = jax.tree.structure(out_shape)
-    b = _Builder()
+    b = Builder()
     inputs = [b.new_value(v.aval) for v in closed.jaxpr.invars]
     outputs = b.walk(closed.jaxpr, closed.consts, inputs)
     return Program(
@@ -323,4 +171,5 @@ def trace(f, *args) -> Program:
         mesh=_common_mesh(b.annotations),
         in_tree=in_tree,
         out_tree=out_tree,
+        calls=tuple(b.calls),
     )

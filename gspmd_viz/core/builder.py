@@ -1,0 +1,129 @@
+"""Walking a jaxpr into flat records: calls inlined (their boundary kept as a Call),
+`mesh_split` annotations read back as fixed shardings, control flow refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax.extend.core as jex
+import numpy as np
+
+from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Value
+
+# Call-like primitives whose body we inline, and the param holding the body. jax 0.10.2 names
+# jax.checkpoint `remat2`; a custom_vjp under remat with optimize_remat binds `remat_opt`, whose
+# forward body returns the outputs and residuals it declares.
+INLINED = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",  # the primal body; the jvp rule is not needed here
+    "custom_vjp_call": "call_jaxpr",
+    "checkpoint": "jaxpr",
+    "remat": "jaxpr",
+    "remat2": "jaxpr",
+    "remat_opt": "fwd_jaxpr",
+}
+# Control flow we do not model (its body would need its own propagation), and what to do.
+_LOOP = "unroll the loop in Python, or keep it outside the traced function"
+_PER_DEVICE = "it is already per-device code: trace the global function instead"
+REJECTED = {
+    "scan": _LOOP,
+    "while": _LOOP,
+    "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
+    "shard_map": _PER_DEVICE,
+    "pmap": _PER_DEVICE,
+    "xla_pmap": _PER_DEVICE,
+}
+
+
+def _names():
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            yield "".join(combo)
+
+
+class Builder:
+    """Walks a jaxpr, inlining calls, assigning Values in program order."""
+
+    def __init__(self):
+        self.names = _names()
+        self.count = itertools.count()
+        self.equations: list[Equation] = []
+        self.annotations: dict[Value, Sharding] = {}
+        self.calls: list[Call] = []
+        self.scope: list[int] = []  # the calls being inlined, outermost first
+
+    def new_value(self, aval) -> Value:
+        return Value(
+            next(self.count),
+            tuple(int(n) for n in aval.shape),
+            np.dtype(aval.dtype),
+            next(self.names),
+        )
+
+    def read(self, env, atom):
+        if isinstance(atom, jex.Literal):
+            value = atom.val
+            return Literal(value, tuple(np.shape(value)), np.dtype(atom.aval.dtype))
+        return env[atom]
+
+    def walk(self, jaxpr, consts, args) -> list:
+        env: dict = {}
+        for var, c in zip(jaxpr.constvars, consts, strict=True):
+            env[var] = Literal(c, tuple(np.shape(c)), np.dtype(var.aval.dtype))
+        env.update(zip(jaxpr.invars, args, strict=True))
+        for eqn in jaxpr.eqns:
+            self.equation(env, eqn)
+        return [self.read(env, v) for v in jaxpr.outvars]
+
+    def equation(self, env, eqn) -> None:
+        name = eqn.primitive.name
+        ins = [self.read(env, v) for v in eqn.invars]
+        if name in INLINED:
+            env.update(zip(eqn.outvars, self.inline(eqn, ins), strict=True))
+            return
+        if name in REJECTED:
+            raise NotImplementedError(
+                f"gv.trace does not model control flow: primitive {name!r} ({REJECTED[name]})"
+            )
+        outs = [self.new_value(v.aval) for v in eqn.outvars]
+        env.update(zip(eqn.outvars, outs, strict=True))
+        call = self.scope[-1] if self.scope else None
+        e = Equation(
+            len(self.equations), name, tuple(ins), tuple(outs), dict(eqn.params), eqn, call
+        )
+        self.equations.append(e)
+        if name == CONSTRAINT:
+            self.annotate(e)
+
+    def inline(self, eqn, ins) -> list:
+        """Walk a call's body in place, recording its boundary as a Call."""
+        name = eqn.primitive.name
+        body = eqn.params[INLINED[name]]
+        index, first = len(self.calls), len(self.equations)
+        parent = self.scope[-1] if self.scope else None
+        self.calls.append(None)  # reserved, so nested calls number after this one
+        self.scope.append(index)
+        outs = self.walk(getattr(body, "jaxpr", body), getattr(body, "consts", []), ins)
+        self.scope.pop()
+        label = str(eqn.params.get("name") or _function_name(body) or name)
+        span = range(first, len(self.equations))
+        self.calls[index] = Call(index, name, label, parent, span, tuple(ins), tuple(outs))
+        return outs
+
+    def annotate(self, e: Equation) -> None:
+        sharding = Sharding.from_named_sharding(e.params["sharding"])
+        out = e.outputs[0]
+        sharding.check_rank(out.ndim)
+        self.annotations[out] = sharding
+
+
+def _function_name(body) -> str | None:
+    """The name of the Python function a call's body was traced from, when jax kept it."""
+    info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
+    return getattr(info, "func_name", None)

@@ -1,0 +1,101 @@
+"""The records a traced Program is made of: Values, Literals, Equations, and the boundaries of
+the calls (`jit`, `remat2`, custom derivatives) that tracing inlined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gspmd_viz.core.sharding import Sharding, short_dtype
+
+CONSTRAINT = "sharding_constraint"
+
+
+@dataclass(frozen=True)
+class Value:
+    """One SSA value of the program (a jaxpr variable after inlining)."""
+
+    id: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    name: str
+
+    def __hash__(self) -> int:  # ids are unique within a program; hashing is on the hot path
+        return self.id
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def type_text(self, sharding: Sharding | None = None) -> str:
+        if sharding is not None:
+            return sharding.describe(self.shape, self.dtype)
+        return f"{short_dtype(self.dtype)}[{', '.join(str(n) for n in self.shape)}]"
+
+    def __repr__(self) -> str:
+        return f"{self.name}:{self.type_text()}"
+
+
+@dataclass(frozen=True, eq=False)
+class Literal:
+    """A constant operand (a jaxpr literal or a closed-over constant)."""
+
+    value: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        if not self.shape:
+            return f"{np.asarray(self.value).item()!r}:{short_dtype(self.dtype)}"
+        return f"const:{short_dtype(self.dtype)}[{', '.join(str(n) for n in self.shape)}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Equation:
+    """`outputs = primitive[params](*inputs)`; `eqn` is the original JaxprEqn (for re-binding)."""
+
+    index: int
+    primitive: str
+    inputs: tuple[Value | Literal, ...]
+    outputs: tuple[Value, ...]
+    params: dict
+    eqn: Any = field(repr=False)
+    call: int | None = None  # index into Program.calls of the innermost inlined call, if any
+
+    def bind(self, *args):
+        """Run the primitive on concrete or traced arguments; returns a list of outputs."""
+        out = self.eqn.primitive.bind(*args, **self.params)
+        return list(out) if self.eqn.primitive.multiple_results else [out]
+
+    @property
+    def value_inputs(self) -> tuple[Value, ...]:
+        return tuple(v for v in self.inputs if isinstance(v, Value))
+
+
+@dataclass(frozen=True)
+class Call:
+    """The boundary of one inlined call (`remat2`, `custom_vjp_call`, nested `jit`, ...): its
+    equations are `equations` (a range of Program.equations), its operands and results are
+    values of the flat program; `parent` is the enclosing call (None at top level)."""
+
+    index: int
+    primitive: str
+    name: str
+    parent: int | None
+    equations: range
+    inputs: tuple[Value | Literal, ...]
+    outputs: tuple[Value | Literal, ...]
+
+    def __str__(self) -> str:
+        ins = " ".join(v.name if isinstance(v, Value) else repr(v) for v in self.inputs)
+        outs = " ".join(v.name if isinstance(v, Value) else repr(v) for v in self.outputs)
+        eqns = self.equations
+        where = f"eqns {eqns.start}..{eqns.stop - 1}" if eqns else "no equations"
+        return f"{outs} = {self.primitive}[{self.name}] {ins}  ({where})"
