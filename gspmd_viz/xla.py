@@ -14,9 +14,15 @@ import jax
 from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value, trace
+from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding, short_dtype
 from gspmd_viz.xla_collectives import collectives as collectives
-from gspmd_viz.xla_dump import entry_instructions, propagated_hlo
+from gspmd_viz.xla_dump import (
+    entry_instructions,
+    loop_body_instructions,
+    propagated_hlo,
+    root_shardings,
+)
 
 __all__ = ["XlaPropagation", "Comparison", "propagate", "propagate_program", "compare"]
 
@@ -80,7 +86,13 @@ def propagate_program(program: Program, mesh: Mesh | None = None) -> XlaPropagat
     args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in program.inputs]
     lowered = jax.jit(lambda *flat: program.evaluate(*flat, scope=True)).lower(*args)
     hlo = propagated_hlo(lowered)
-    result = XlaPropagation(program, mesh, hlo, _match(program, entry_instructions(hlo), mesh))
+    found = _match(program, entry_instructions(hlo) + loop_body_instructions(hlo), mesh)
+    roots = root_shardings(hlo)
+    if len(roots) == len(program.outputs):  # results no equation scope names (a loop's)
+        for v, text in zip(program.outputs, roots, strict=True):
+            if isinstance(v, Value) and v not in found:
+                found[v] = Sharding.from_hlo(mesh, text)
+    result = XlaPropagation(program, mesh, hlo, found)
     _CACHE[id(program)] = (program, result)
     return result
 
@@ -142,7 +154,9 @@ class Comparison:
 
 
 def compare(prop, xla: XlaPropagation | None = None) -> Comparison:
-    """Our propagated sharding next to XLA's, for every equation result."""
+    """Our propagated sharding next to XLA's, for every equation result (a loop's data-flow
+    edges compute nothing XLA could name; the program's results are compared wherever they
+    come from)."""
     extra = [v.name for v in prop.annotations if v not in prop.program.annotations]
     if extra:
         raise ValueError(
@@ -154,5 +168,6 @@ def compare(prop, xla: XlaPropagation | None = None) -> Comparison:
         Row(e.index, e.primitive, v, prop.sharding(v), xla.sharding(v))
         for e in prop.program.equations
         for v in e.outputs
+        if not entry_for(e).edge or v in prop.program.outputs
     )
     return Comparison(rows)

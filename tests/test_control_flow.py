@@ -119,3 +119,93 @@ def test_remat_policies_inline_alike(policy):
     prop, spmd = partitioned(f, *MLP_ARGS)
     assert spmd.wire_bytes <= xla_bytes(f, prop, *MLP_ARGS)
     assert_runs_exact(spmd, *MLP_ARGS)
+
+
+# --- scan ----------------------------------------------------------------------------------------
+
+
+def residual_stack(x, ws):
+    """[B/x, D] through a scan over stacked [L, D, D/y] weights, with a per-layer output."""
+    x = gv.mesh_split(x, MESH, ("x", None))
+    ws = gv.mesh_split(ws, MESH, (None, None, "y"))
+
+    def layer(h, w):
+        return h + jnp.tanh(h @ w), jnp.sum(h, axis=1)
+
+    return jax.lax.scan(layer, x, ws)
+
+
+def test_a_scanned_stack_is_partitioned_once_and_counts_every_trip():
+    texts, loop_bytes = [], []
+    for layers in (2, 6):
+        x, ws = arrays((16, 32), (layers, 32, 32))
+        prop, spmd = partitioned(residual_stack, x, ws)
+        (loop,) = [ins for ins in spmd.instructions if isinstance(ins, gv.core.spmd.RunLoop)]
+        assert all(c.trips == layers for c in loop.collectives) and loop.collectives
+        theirs = xla_bytes(residual_stack, prop, x, ws)
+        assert spmd.wire_bytes <= theirs
+        assert f"scan × {layers} trips" in spmd.per_device_text()
+        texts.append("\n".join(ins.text() for ins in loop.body))
+        loop_bytes.append(sum(c.wire_bytes for c in loop.collectives) / layers)
+        assert_runs_exact(spmd, x, ws)
+    assert texts[0] == texts[1]  # the same per-device body, whatever the trip count
+    assert loop_bytes[0] == loop_bytes[1]
+
+
+def test_the_carried_value_has_one_sharding_on_entry_in_the_body_and_on_exit():
+    x, ws = arrays((16, 32), (3, 32, 32))
+    prop, spmd = partitioned(residual_stack, x, ws)
+    (loop,) = prop.program.loops
+    (init, param, result, final) = loop.carries[0]
+    assert prop.sharding(param) == prop.sharding(result) == prop.sharding(final)
+    assert prop.sharding(param).spec[0] == ("x",)  # from the annotation on the initial value
+    (run,) = [i for i in spmd.instructions if isinstance(i, gv.core.spmd.RunLoop)]
+    assert run.carry_shardings == (prop.sharding(param),)
+    (_, sliced), ((y, stacked),) = loop.xs[0], loop.ys
+    assert prop.sharding(sliced).spec == prop.sharding(loop.xs[0][0]).spec[1:]  # [D, D/y]
+    assert prop.sharding(stacked).spec == ((), *prop.sharding(y).spec)  # scanned dim whole
+
+
+def test_fori_loop_reverse_and_nested_scans_run_exact():
+    (x, w) = arrays((16, 32), (32, 32))
+
+    def nested(x, w):
+        x = gv.mesh_split(x, MESH, ("x", "y"))
+
+        def outer(h, _):
+            inner = jax.lax.scan(lambda g, _: (jnp.tanh(g @ w), None), h, None, length=3)[0]
+            return inner, inner.sum()
+
+        h, sums = jax.lax.scan(outer, x, None, length=2, reverse=True)
+        return jax.lax.fori_loop(0, 4, lambda i, g: g * 0.5 + i, h), sums
+
+    prop, spmd = partitioned(nested, x, w)
+    assert len(prop.program.loops) == 3
+    counts = {c.trips for c in spmd.collectives}
+    assert counts <= {1, 2, 4, 6} and 6 in counts  # the inner body runs 2 x 3 times
+    assert spmd.wire_bytes <= xla_bytes(nested, prop, x, w)
+    assert_runs_exact(spmd, x, w)
+
+
+def test_xla_collectives_count_the_trips_of_their_loop():
+    x, ws = arrays((16, 32), (5, 32, 32))
+    prop, _ = partitioned(residual_stack, x, ws)
+    theirs = gv.xla.collectives(
+        residual_stack, x, ws, mesh=MESH, in_shardings=prop.inputs, out_shardings=prop.outputs
+    )
+    in_loop = [c for c in theirs if "while/body" in c.source]
+    assert in_loop and all(c.trips == 5 for c in in_loop)
+    assert all(c.trips == 1 for c in theirs if c not in in_loop)
+
+
+def test_a_stacked_input_split_on_its_scanned_dim_is_gathered_before_the_loop():
+    x, ws = arrays((16, 32), (4, 32, 32))
+
+    def f(x, ws):
+        return residual_stack(x, gv.mesh_split(ws, MESH, ("x", None, "y")))
+
+    prop, spmd = partitioned(f, x, ws)
+    (run,) = [i for i in spmd.instructions if isinstance(i, gv.core.spmd.RunLoop)]
+    before = [c for c in spmd.collectives if c.trips == 1]
+    assert any(c.kind == "all-gather" and c.axes == ("x",) for c in before)
+    assert_runs_exact(spmd, x, ws)

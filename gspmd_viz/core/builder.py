@@ -10,7 +10,7 @@ import jax.extend.core as jex
 import numpy as np
 
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Value
+from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Loop, Value
 
 # Call-like primitives whose body we inline, and the param holding the body. jax 0.10.2 names
 # jax.checkpoint `remat2`; a custom_vjp under remat with optimize_remat binds `remat_opt`, whose
@@ -31,7 +31,6 @@ INLINED = {
 _LOOP = "unroll the loop in Python, or keep it outside the traced function"
 _PER_DEVICE = "it is already per-device code: trace the global function instead"
 REJECTED = {
-    "scan": _LOOP,
     "while": _LOOP,
     "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
     "shard_map": _PER_DEVICE,
@@ -57,6 +56,7 @@ class Builder:
         self.annotations: dict[Value, Sharding] = {}
         self.calls: list[Call] = []
         self.scope: list[int] = []  # the calls being inlined, outermost first
+        self.loops: list[Loop] = []
 
     def new_value(self, aval) -> Value:
         return Value(
@@ -87,19 +87,60 @@ class Builder:
         if name in INLINED:
             env.update(zip(eqn.outvars, self.inline(eqn, ins), strict=True))
             return
+        if name == "scan":
+            env.update(zip(eqn.outvars, self.scan(eqn, ins), strict=True))
+            return
         if name in REJECTED:
             raise NotImplementedError(
                 f"gv.trace does not model control flow: primitive {name!r} ({REJECTED[name]})"
             )
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         env.update(zip(eqn.outvars, outs, strict=True))
-        call = self.scope[-1] if self.scope else None
-        e = Equation(
-            len(self.equations), name, tuple(ins), tuple(outs), dict(eqn.params), eqn, call
-        )
-        self.equations.append(e)
+        e = self.emit(name, ins, outs, dict(eqn.params), eqn)
         if name == CONSTRAINT:
             self.annotate(e)
+
+    def emit(self, name, ins, outs, params=None, eqn=None, at=None) -> Equation:
+        """Append an equation (or fill the slot `at` reserved earlier)."""
+        call = self.scope[-1] if self.scope else None
+        index = len(self.equations) if at is None else at
+        e = Equation(index, name, tuple(ins), tuple(outs), params or {}, eqn, call)
+        if at is None:
+            self.equations.append(e)
+        else:
+            self.equations[at] = e
+        return e
+
+    def scan(self, eqn, ins) -> list:
+        """`scan` as one region: entry edges, the body once, exit edges (see values.Loop)."""
+        p, body = eqn.params, eqn.params["jaxpr"]
+        nc, nk = p["num_consts"], p["num_carry"]
+        first = len(self.equations)
+        params = [self.new_value(v.aval) for v in body.jaxpr.invars]
+        for outer, param in zip(ins[:nc], params[:nc], strict=True):
+            self.emit("loop_const", [outer], [param])
+        finals = [self.new_value(v.aval) for v in eqn.outvars[:nk]]
+        carry_slots = [len(self.equations) + k for k in range(nk)]
+        self.equations += [None] * nk  # filled once the body results exist
+        for outer, param in zip(ins[nc + nk :], params[nc + nk :], strict=True):
+            self.emit("loop_slice", [outer], [param])
+        start = len(self.equations)
+        results = self.walk(body.jaxpr, body.consts, params)
+        stop = len(self.equations)
+        carries = tuple(zip(ins[nc:], params[nc:], results, finals, strict=False))  # first nk
+        for slot, (init, param, result, final) in zip(carry_slots, carries, strict=True):
+            self.emit("loop_carry", [init, result], [param, final], at=slot)
+        ys = [self.new_value(v.aval) for v in eqn.outvars[nk:]]
+        for y, stacked in zip(results[nk:], ys, strict=True):
+            self.emit("loop_stack", [y], [stacked], {"length": p["length"]})
+        loop = Loop(
+            len(self.loops), "scan", range(first, len(self.equations)), range(start, stop),
+            p["length"], p["reverse"], tuple(zip(ins[:nc], params[:nc], strict=True)), carries,
+            tuple(zip(ins[nc + nk :], params[nc + nk :], strict=True)),
+            tuple(zip(results[nk:], ys, strict=True)),
+        )  # fmt: skip
+        self.loops.append(loop)
+        return finals + ys
 
     def inline(self, eqn, ins) -> list:
         """Walk a call's body in place, recording its boundary as a Call."""

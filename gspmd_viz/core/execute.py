@@ -19,7 +19,7 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
-from gspmd_viz.core.spmd import Combine, Compute, Const, PerDeviceProgram, Reshard
+from gspmd_viz.core.spmd import Combine, Compute, Const, PerDeviceProgram, Reshard, RunLoop
 
 # --- one function per instruction type (inside shard_map) --------------------------------------
 
@@ -39,10 +39,31 @@ def _run_combine(ins: Combine, env) -> None:
 
 
 def _run_const(ins: Const, env) -> None:
-    env[ins.name] = jnp.asarray(ins.literal.value)
+    env[ins.name] = jnp.asarray(ins.literal.value, ins.literal.dtype)
 
 
-RUN = {Compute: _run_compute, Reshard: _run_reshard, Combine: _run_combine, Const: _run_const}
+def _run_loop(ins: RunLoop, env) -> None:
+    """A per-device lax.scan whose step runs the partitioned body (its collectives included)."""
+
+    def step(carry, sliced):
+        inner = {**env, **dict(zip(ins.carried, carry, strict=True))}
+        inner.update(zip(ins.sliced, sliced, strict=True))
+        for body_ins in ins.body:
+            RUN[type(body_ins)](body_ins, inner)
+        return [inner[n] for n in ins.carry_out], [inner[n] for n in ins.y_out]
+
+    init, xs = [env[n] for n in ins.init], [env[n] for n in ins.xs]
+    final, ys = jax.lax.scan(step, init, xs, length=ins.loop.trips, reverse=ins.loop.reverse)
+    env.update(zip(ins.outs, [*final, *ys], strict=True))
+
+
+RUN = {
+    Compute: _run_compute,
+    Reshard: _run_reshard,
+    Combine: _run_combine,
+    Const: _run_const,
+    RunLoop: _run_loop,
+}
 
 
 # --- one function per step kind (inside shard_map) -----------------------------------------

@@ -13,12 +13,21 @@ from functools import cached_property
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from gspmd_viz.core.builder import Builder
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Value
+from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Loop, Value
 
-__all__ = ["Call", "Equation", "Literal", "Program", "Value", "trace"]
+__all__ = ["Call", "Equation", "Literal", "Loop", "Program", "Value", "trace"]
+
+
+def _read(env: dict, v, typed: bool = False):
+    """A value's array in `env`, or a Literal's value (typed: as an array of its dtype, since
+    a loop carry must keep its type across iterations)."""
+    if isinstance(v, Literal):
+        return jnp.asarray(v.value, v.dtype) if typed else v.value
+    return env[v]
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,6 +40,7 @@ class Program:
     in_tree: Any = field(repr=False)
     out_tree: Any = field(repr=False)
     calls: tuple[Call, ...] = ()  # the inlined calls, outermost first
+    loops: tuple[Loop, ...] = ()  # scans kept as regions of `equations`
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -71,9 +81,23 @@ class Program:
         """Run the equations one by one (under `named_scope(f"eqn{i}")` when scope=True;
         with annotated=False every annotation passes its operand through unconstrained)."""
         env: dict[Value, Any] = dict(zip(self.inputs, flat_args, strict=True))
-        read = lambda v: v.value if isinstance(v, Literal) else env[v]  # noqa: E731
-        for e in self.equations:
-            args = [read(v) for v in e.inputs]
+        self._run(range(len(self.equations)), env, scope, annotated)
+        return [_read(env, v) for v in self.outputs]
+
+    @cached_property
+    def loop_at(self) -> dict[int, Loop]:
+        """first equation index of a loop's region -> the loop"""
+        return {loop.region.start: loop for loop in self.loops}
+
+    def _run(self, span: range, env: dict, scope: bool, annotated: bool) -> None:
+        i = span.start
+        while i < span.stop:
+            if i in self.loop_at:
+                self._run_loop(self.loop_at[i], env, scope, annotated)
+                i = self.loop_at[i].region.stop
+                continue
+            e = self.equations[i]
+            args = [_read(env, v) for v in e.inputs]
             if not annotated and e.primitive == CONSTRAINT:
                 outs = args
             elif scope:
@@ -82,7 +106,24 @@ class Program:
             else:
                 outs = e.bind(*args)
             env.update(zip(e.outputs, outs, strict=True))
-        return [read(v) for v in self.outputs]
+            i += 1
+
+    def _run_loop(self, loop: Loop, env: dict, scope: bool, annotated: bool) -> None:
+        """One lax.scan whose step runs the body's equations."""
+
+        def step(carry, x):
+            inner = {**env, **{p: _read(env, o) for o, p in loop.consts}}
+            inner.update(zip((c[1] for c in loop.carries), carry, strict=True))
+            inner.update(zip((p for _, p in loop.xs), x, strict=True))
+            self._run(loop.body, inner, scope, annotated)
+            carry = [_read(inner, c[2], typed=True) for c in loop.carries]
+            return carry, [_read(inner, y, typed=True) for y, _ in loop.ys]
+
+        init = [_read(env, c[0], typed=True) for c in loop.carries]
+        xs = [_read(env, o) for o, _ in loop.xs]
+        final, ys = jax.lax.scan(step, init, xs, length=loop.trips, reverse=loop.reverse)
+        env.update(zip((c[3] for c in loop.carries), final, strict=True))
+        env.update(zip((s for _, s in loop.ys), ys, strict=True))
 
     def __call__(self, *args):
         flat = self.evaluate(*self.flatten_args(*args))
@@ -172,4 +213,5 @@ def trace(f, *args) -> Program:
         in_tree=in_tree,
         out_tree=out_tree,
         calls=tuple(b.calls),
+        loops=tuple(b.loops),
     )

@@ -124,6 +124,58 @@ class Const:
         return f"{self.name} = {self.literal!r}"
 
 
+@dataclasses.dataclass(frozen=True)
+class RunLoop:
+    """A loop run per device: `body` (instructions, partitioned once) runs `loop.trips` times.
+    Buffers: `init` -> the carried parameters `carried`, each iteration's slice of `xs` ->
+    `sliced`; the body leaves `carry_out` (the next carried values) and `y_out` (stacked into
+    `ys`); after the last trip the carried values are `final`.  # XLA: HandleWhile"""
+
+    loop: object  # values.Loop
+    init: tuple  # buffer names (or Literals), one per carried value
+    xs: tuple[str, ...]
+    carried: tuple[str, ...]
+    sliced: tuple[str, ...]
+    body: tuple
+    carry_out: tuple
+    y_out: tuple
+    final: tuple[str, ...]
+    ys: tuple[str, ...]
+    carry_shardings: tuple[Sharding, ...]
+
+    @property
+    def outs(self) -> tuple[str, ...]:
+        return self.final + self.ys
+
+    @property
+    def collectives(self) -> list[Collective]:
+        """The body's collectives, each counted over every trip."""
+        n = self.loop.trips
+        return [
+            dataclasses.replace(c, trips=c.trips * n, source=f"{c.source} in {self.loop.primitive}")
+            for ins in self.body
+            for c in getattr(ins, "collectives", ())
+        ]
+
+    def text(self) -> str:
+        name = lambda a: a if isinstance(a, str) else repr(a)  # noqa: E731
+        carried = ", ".join(
+            f"{p}:{_local_type(s, c[1])}={name(i)}"
+            for p, s, c, i in zip(
+                self.carried, self.carry_shardings, self.loop.carries, self.init, strict=True
+            )
+        )
+        sliced = ", ".join(f"{p}={x}[t]" for p, x in zip(self.sliced, self.xs, strict=True))
+        head = f"{', '.join(self.outs)} = {self.loop.primitive} × {self.loop.trips} trips"
+        lines = [f"{head} (carry {carried or '-'}; slice {sliced or '-'}) {{"]
+        for ins in self.body:
+            lines += ["    " + line for line in ins.text().splitlines()]
+        out = ", ".join(map(name, self.carry_out)) or "-"
+        ys = ", ".join(map(name, self.y_out)) or "-"
+        lines.append(f"  }} next carry ({out}), stack ({ys})")
+        return "\n".join(lines)
+
+
 class PerDeviceProgram:
     """What every device runs, as data and text: `.per_device_text()`, `.collectives`
     (execute.SPMDProgram adds running it: `spmd(*args)`)."""

@@ -99,3 +99,31 @@ class Call:
         eqns = self.equations
         where = f"eqns {eqns.start}..{eqns.stop - 1}" if eqns else "no equations"
         return f"{outs} = {self.primitive}[{self.name}] {ins}  ({where})"
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A `scan` kept as one region of the flat program. Its body's equations appear once, in
+    `body`; data-flow edges (equations whose entry is an `edge`) tie each carried value's
+    initial value, body parameter, body result and final value to one sharding, each const to
+    its body parameter, each stacked `xs` to its per-iteration slice and each per-iteration
+    `y` to the stacked `ys` (leading dim not split). `region` spans edges and body.
+    # XLA: HandleWhile (operand, parameter, root and result share one sharding)"""
+
+    index: int
+    primitive: str
+    region: range
+    body: range
+    trips: int
+    reverse: bool
+    consts: tuple  # (outer operand, body parameter)
+    carries: tuple  # (initial operand, body parameter, body result, final value)
+    xs: tuple  # (stacked operand, body parameter)
+    ys: tuple  # (body result, stacked value)
+
+    def __str__(self) -> str:
+        names = lambda vs: " ".join(getattr(v, "name", repr(v)) for v in vs)  # noqa: E731
+        carried, xs = names(c[1] for c in self.carries), names(p for _, p in self.xs)
+        ys, body = names(y for y, _ in self.ys), f"{self.body.start}..{self.body.stop - 1}"
+        head = f"{self.primitive} × {self.trips}: carries [{carried}]"
+        return f"{head}, xs [{xs}], ys [{ys}] (eqns {body})"

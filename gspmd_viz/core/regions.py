@@ -1,0 +1,89 @@
+"""Loops in the partitioner: a loop's region of the flat program becomes one RunLoop whose
+body is partitioned once (so partitioning time does not grow with the trip count).
+
+The carried values keep one sharding on entry, in the body and on exit (propagation settled
+it on the loop's data-flow edges): the initial value is resharded to it before the loop, the
+body's result back to it at the end of the body (inside the loop: per trip). Stacked `xs`
+enter with their scanned dim whole and the body's sharding on the others; each iteration's
+`y` leaves in its propagated sharding and is stacked the same way.
+# XLA: SpmdPartitioningVisitor::HandleWhile (operand, parameter, root and result share one
+#      sharding; the body is partitioned once)
+"""
+
+from collections.abc import Iterator
+
+from gspmd_viz.core.program import Equation, Loop, Program, Value
+from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.spmd import RunLoop
+
+
+def units(program: Program, span: range) -> Iterator[Equation | Loop]:
+    """The equations of `span` in order, each outermost loop region as one Loop."""
+    i = span.start
+    while i < span.stop:
+        loop = program.loop_at.get(i)
+        yield loop if loop is not None else program.equations[i]
+        i = loop.region.stop if loop is not None else i + 1
+
+
+def unit_outputs(unit) -> set:
+    if isinstance(unit, Loop):
+        return {c[3] for c in unit.carries} | {s for _, s in unit.ys}
+    return set(unit.outputs)
+
+
+def unit_inputs(unit) -> set:
+    if isinstance(unit, Loop):
+        operands = [o for o, _ in unit.consts] + [c[0] for c in unit.carries]
+        return {v for v in operands + [o for o, _ in unit.xs] if isinstance(v, Value)}
+    return set(unit.value_inputs)
+
+
+def live_units(program: Program, span: range, needed: set) -> list:
+    """The units some needed value depends on (dead code would still cost collectives)."""
+    needed, keep = set(needed), []
+    for unit in reversed(list(units(program, span))):
+        if needed & unit_outputs(unit):
+            keep.append(unit)
+            needed |= unit_inputs(unit)
+    return keep[::-1]
+
+
+def _stacked(s: Sharding) -> Sharding:
+    """The sharding of a stacked value whose slices have sharding s (scanned dim whole)."""
+    return Sharding(s.mesh, ((), *s.spec))
+
+
+def partition_loop(p, loop: Loop) -> RunLoop:
+    """The RunLoop for `loop`; `p` is the Partitioner (its buffers, versions, instructions)."""
+    carried = [Sharding(p.mesh, p.prop.sharding(c[1]).spec) for c in loop.carries]
+    edge = p.program.producer
+    for outer, param in loop.consts:
+        s = Sharding(p.mesh, p.prop.sharding(param).spec)
+        p.versions[param] = [(s, p.buffer(outer, s, edge[param]))]
+    init = [p.buffer(c[0], s, edge[c[1]]) for c, s in zip(loop.carries, carried, strict=True)]
+    sliced = [Sharding(p.mesh, p.prop.sharding(x).spec) for _, x in loop.xs]
+    xs = [p.buffer(o, _stacked(s), edge[x]) for (o, x), s in zip(loop.xs, sliced, strict=True)]
+    ys_sh = [Sharding(p.mesh, p.prop.sharding(s).spec[1:]) for _, s in loop.ys]
+    outer, p.instructions = p.instructions, []
+    for (_, x), s in zip(loop.xs, sliced, strict=True):
+        p.versions[x] = [(s, x.name)]
+    for c, s in zip(loop.carries, carried, strict=True):
+        p.versions[c[1]] = [(s, c[1].name)]
+    results = {c[2] for c in loop.carries} | {y for y, _ in loop.ys}
+    p.partition_units(
+        live_units(p.program, loop.body, {v for v in results if isinstance(v, Value)})
+    )
+    carry_out = [p.buffer(c[2], s, edge[c[1]]) for c, s in zip(loop.carries, carried, strict=True)]
+    y_out = [p.buffer(y, s, edge[st]) for (y, st), s in zip(loop.ys, ys_sh, strict=True)]
+    body, p.instructions = p.instructions, outer
+    for c, s in zip(loop.carries, carried, strict=True):
+        p.versions[c[3]] = [(s, c[3].name)]
+    for (_, st), s in zip(loop.ys, ys_sh, strict=True):
+        p.versions[st] = [(_stacked(s), st.name)]
+    return RunLoop(
+        loop, tuple(init), tuple(xs), tuple(c[1].name for c in loop.carries),
+        tuple(x.name for _, x in loop.xs), tuple(body), tuple(carry_out), tuple(y_out),
+        tuple(c[3].name for c in loop.carries), tuple(st.name for _, st in loop.ys),
+        tuple(carried),
+    )  # fmt: skip
