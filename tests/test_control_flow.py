@@ -209,3 +209,25 @@ def test_a_stacked_input_split_on_its_scanned_dim_is_gathered_before_the_loop():
     before = [c for c in spmd.collectives if c.trips == 1]
     assert any(c.kind == "all-gather" and c.axes == ("x",) for c in before)
     assert_runs_exact(spmd, x, ws)
+
+
+# --- while ---------------------------------------------------------------------------------------
+
+
+def test_a_data_dependent_while_counts_one_trip_and_says_so():
+    x, w = arrays((16, 32), (32, 32))
+
+    def f(x, w):
+        x, w = gv.mesh_split(x, MESH, ("x", None)), gv.mesh_split(w, MESH, (None, "y"))
+        more = lambda c: (jnp.abs(c[1]).sum() < 200.0) & (c[0] < 50)  # noqa: E731
+        return jax.lax.while_loop(more, lambda c: (c[0] + 1, jnp.tanh(c[1] @ w) * 1.5), (0, x))
+
+    prop, spmd = partitioned(f, x, w)
+    assert int(f(x, w)[0]) > 1  # the loop really runs several trips
+    (loop,) = prop.program.loops
+    assert prop.sharding(loop.pred).is_replicated
+    assert "data-dependent trip count: one trip counted" in spmd.per_device_text()
+    assert spmd.collectives and all(c.trips == 1 and c.trips_note for c in spmd.collectives)
+    assert "one trip counted" in str(spmd.collectives[0])
+    assert spmd.wire_bytes <= xla_bytes(f, prop, x, w)
+    assert_runs_exact(spmd, x, w)

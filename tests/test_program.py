@@ -51,11 +51,6 @@ def test_shape_dtype_structs_need_no_values():
 @pytest.mark.parametrize(
     ("fn", "name", "advice"),
     [
-        (
-            lambda x: jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, x))[1],
-            "while",
-            "unroll the loop",
-        ),
         (lambda x: jax.lax.cond(True, jnp.sin, jnp.cos, x), "cond", "jnp.where"),
     ],
 )

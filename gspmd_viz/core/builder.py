@@ -28,10 +28,8 @@ INLINED = {
     "remat_opt": "fwd_jaxpr",
 }
 # Control flow we do not model (its body would need its own propagation), and what to do.
-_LOOP = "unroll the loop in Python, or keep it outside the traced function"
 _PER_DEVICE = "it is already per-device code: trace the global function instead"
 REJECTED = {
-    "while": _LOOP,
     "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
     "shard_map": _PER_DEVICE,
     "pmap": _PER_DEVICE,
@@ -87,8 +85,9 @@ class Builder:
         if name in INLINED:
             env.update(zip(eqn.outvars, self.inline(eqn, ins), strict=True))
             return
-        if name == "scan":
-            env.update(zip(eqn.outvars, self.scan(eqn, ins), strict=True))
+        if name in ("scan", "while"):
+            outs = self.scan(eqn, ins) if name == "scan" else self.while_loop(eqn, ins)
+            env.update(zip(eqn.outvars, outs, strict=True))
             return
         if name in REJECTED:
             raise NotImplementedError(
@@ -120,8 +119,7 @@ class Builder:
         for outer, param in zip(ins[:nc], params[:nc], strict=True):
             self.emit("loop_const", [outer], [param])
         finals = [self.new_value(v.aval) for v in eqn.outvars[:nk]]
-        carry_slots = [len(self.equations) + k for k in range(nk)]
-        self.equations += [None] * nk  # filled once the body results exist
+        carry_slots = self.reserve(nk)
         for outer, param in zip(ins[nc + nk :], params[nc + nk :], strict=True):
             self.emit("loop_slice", [outer], [param])
         start = len(self.equations)
@@ -156,6 +154,39 @@ class Builder:
         span = range(first, len(self.equations))
         self.calls[index] = Call(index, name, label, parent, span, tuple(ins), tuple(outs))
         return outs
+
+    def reserve(self, n: int) -> list[int]:
+        """n equation slots, filled once the loop's body results exist."""
+        self.equations += [None] * n
+        return list(range(len(self.equations) - n, len(self.equations)))
+
+    def while_loop(self, eqn, ins) -> list:
+        """`while` as one region: const and carry edges, the condition once, the body once."""
+        p, cj, bj = eqn.params, eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        first, init = len(self.equations), ins[cn + bn :]
+        cparams = [self.new_value(v.aval) for v in cj.jaxpr.invars]
+        bparams = [self.new_value(v.aval) for v in bj.jaxpr.invars]
+        consts = list(zip(ins[:cn], cparams[:cn], strict=True))
+        consts += zip(ins[cn : cn + bn], bparams[:bn], strict=True)
+        for outer, param in consts:
+            self.emit("loop_const", [outer], [param])
+        finals = [self.new_value(v.aval) for v in eqn.outvars]
+        slots = self.reserve(len(init))
+        start = len(self.equations)
+        (pred,) = self.walk(cj.jaxpr, cj.consts, cparams)
+        middle = len(self.equations)
+        results = self.walk(bj.jaxpr, bj.consts, bparams)
+        carries = tuple(zip(init, bparams[bn:], results, finals, strict=True))
+        for slot, (i, b, r, f), c in zip(slots, carries, cparams[cn:], strict=True):
+            self.emit("loop_carry", [i, r], [b, c, f], at=slot)
+        loop = Loop(
+            len(self.loops), "while", range(first, len(self.equations)),
+            range(middle, len(self.equations)), 1, False, tuple(consts), carries, (), (),
+            range(start, middle), tuple(cparams[cn:]), pred,
+        )  # fmt: skip
+        self.loops.append(loop)
+        return finals
 
     def annotate(self, e: Equation) -> None:
         sharding = Sharding.from_named_sharding(e.params["sharding"])

@@ -43,16 +43,30 @@ def _run_const(ins: Const, env) -> None:
 
 
 def _run_loop(ins: RunLoop, env) -> None:
-    """A per-device lax.scan whose step runs the partitioned body (its collectives included)."""
+    """A per-device lax.scan (or lax.while_loop) whose step runs the partitioned body (its
+    collectives included)."""
+
+    def run(instructions, names, values) -> dict:
+        inner = {**env, **dict(zip(names, values, strict=True))}
+        for one in instructions:
+            RUN[type(one)](one, inner)
+        return inner
+
+    init = [env[n] for n in ins.init]
+    if ins.pred is not None:
+        final = jax.lax.while_loop(
+            lambda carry: run(ins.cond, ins.cond_carried, carry)[ins.pred],
+            lambda carry: [run(ins.body, ins.carried, carry)[n] for n in ins.carry_out],
+            init,
+        )
+        env.update(zip(ins.final, final, strict=True))
+        return
 
     def step(carry, sliced):
-        inner = {**env, **dict(zip(ins.carried, carry, strict=True))}
-        inner.update(zip(ins.sliced, sliced, strict=True))
-        for body_ins in ins.body:
-            RUN[type(body_ins)](body_ins, inner)
+        inner = run(ins.body, ins.carried + ins.sliced, [*carry, *sliced])
         return [inner[n] for n in ins.carry_out], [inner[n] for n in ins.y_out]
 
-    init, xs = [env[n] for n in ins.init], [env[n] for n in ins.xs]
+    xs = [env[n] for n in ins.xs]
     final, ys = jax.lax.scan(step, init, xs, length=ins.loop.trips, reverse=ins.loop.reverse)
     env.update(zip(ins.outs, [*final, *ys], strict=True))
 

@@ -109,17 +109,31 @@ class Program:
             i += 1
 
     def _run_loop(self, loop: Loop, env: dict, scope: bool, annotated: bool) -> None:
-        """One lax.scan whose step runs the body's equations."""
+        """One lax.scan (or lax.while_loop) whose step runs the body's equations."""
+
+        def run(span, params, values) -> dict:
+            inner = {**env, **{p: _read(env, o) for o, p in loop.consts}}
+            inner.update(zip(params, values, strict=True))
+            self._run(span, inner, scope, annotated)
+            return inner
+
+        carried = [c[1] for c in loop.carries]
+        init = [_read(env, c[0], typed=True) for c in loop.carries]
+        if loop.primitive == "while":
+            inner = lambda carry: run(loop.body, carried, carry)  # noqa: E731
+            final = jax.lax.while_loop(
+                lambda carry: _read(run(loop.cond, loop.cond_params, carry), loop.pred),
+                lambda carry: [_read(inner(carry), c[2], typed=True) for c in loop.carries],
+                init,
+            )
+            env.update(zip((c[3] for c in loop.carries), final, strict=True))
+            return
 
         def step(carry, x):
-            inner = {**env, **{p: _read(env, o) for o, p in loop.consts}}
-            inner.update(zip((c[1] for c in loop.carries), carry, strict=True))
-            inner.update(zip((p for _, p in loop.xs), x, strict=True))
-            self._run(loop.body, inner, scope, annotated)
+            inner = run(loop.body, carried + [p for _, p in loop.xs], [*carry, *x])
             carry = [_read(inner, c[2], typed=True) for c in loop.carries]
             return carry, [_read(inner, y, typed=True) for y, _ in loop.ys]
 
-        init = [_read(env, c[0], typed=True) for c in loop.carries]
         xs = [_read(env, o) for o, _ in loop.xs]
         final, ys = jax.lax.scan(step, init, xs, length=loop.trips, reverse=loop.reverse)
         env.update(zip((c[3] for c in loop.carries), final, strict=True))

@@ -54,36 +54,49 @@ def _stacked(s: Sharding) -> Sharding:
     return Sharding(s.mesh, ((), *s.spec))
 
 
+def _propagated(p, v) -> Sharding:
+    return Sharding(p.mesh, p.prop.sharding(v).spec)
+
+
+def _inside(p, span: range, params, needed) -> list:
+    """Partition `span` as its own instruction list (the body or condition of a loop): each
+    parameter enters in its own buffer and sharding; returns the instructions and buffers."""
+    outer, p.instructions = p.instructions, []
+    for v, s in params:
+        p.versions[v] = [(s, v.name)]
+    p.partition_units(live_units(p.program, span, {v for v, _ in needed if isinstance(v, Value)}))
+    edge = p.program.producer
+    names = [p.buffer(v, s, edge.get(v)) for v, s in needed]
+    inner, p.instructions = p.instructions, outer
+    return inner, names
+
+
 def partition_loop(p, loop: Loop) -> RunLoop:
     """The RunLoop for `loop`; `p` is the Partitioner (its buffers, versions, instructions)."""
-    carried = [Sharding(p.mesh, p.prop.sharding(c[1]).spec) for c in loop.carries]
-    edge = p.program.producer
+    edge, carried = p.program.producer, [_propagated(p, c[1]) for c in loop.carries]
     for outer, param in loop.consts:
-        s = Sharding(p.mesh, p.prop.sharding(param).spec)
-        p.versions[param] = [(s, p.buffer(outer, s, edge[param]))]
+        p.versions[param] = [(_propagated(p, param), p.buffer(outer, _propagated(p, param), None))]
     init = [p.buffer(c[0], s, edge[c[1]]) for c, s in zip(loop.carries, carried, strict=True)]
-    sliced = [Sharding(p.mesh, p.prop.sharding(x).spec) for _, x in loop.xs]
+    sliced = [_propagated(p, x) for _, x in loop.xs]
     xs = [p.buffer(o, _stacked(s), edge[x]) for (o, x), s in zip(loop.xs, sliced, strict=True)]
     ys_sh = [Sharding(p.mesh, p.prop.sharding(s).spec[1:]) for _, s in loop.ys]
-    outer, p.instructions = p.instructions, []
-    for (_, x), s in zip(loop.xs, sliced, strict=True):
-        p.versions[x] = [(s, x.name)]
-    for c, s in zip(loop.carries, carried, strict=True):
-        p.versions[c[1]] = [(s, c[1].name)]
-    results = {c[2] for c in loop.carries} | {y for y, _ in loop.ys}
-    p.partition_units(
-        live_units(p.program, loop.body, {v for v in results if isinstance(v, Value)})
-    )
-    carry_out = [p.buffer(c[2], s, edge[c[1]]) for c, s in zip(loop.carries, carried, strict=True)]
-    y_out = [p.buffer(y, s, edge[st]) for (y, st), s in zip(loop.ys, ys_sh, strict=True)]
-    body, p.instructions = p.instructions, outer
+    params = [(c[1], s) for c, s in zip(loop.carries, carried, strict=True)]
+    params += [(x, s) for (_, x), s in zip(loop.xs, sliced, strict=True)]
+    needed = [(c[2], s) for c, s in zip(loop.carries, carried, strict=True)]
+    needed += [(y, s) for (y, _), s in zip(loop.ys, ys_sh, strict=True)]
+    body, names = _inside(p, loop.body, params, needed)
+    cond, pred = (), None
+    if loop.pred is not None:  # the predicate is replicated: every device takes the same branch
+        cparams = list(zip(loop.cond_params, carried, strict=True))
+        cond, (pred,) = _inside(p, loop.cond, cparams, [(loop.pred, Sharding(p.mesh, ()))])
     for c, s in zip(loop.carries, carried, strict=True):
         p.versions[c[3]] = [(s, c[3].name)]
     for (_, st), s in zip(loop.ys, ys_sh, strict=True):
         p.versions[st] = [(_stacked(s), st.name)]
+    nk = len(loop.carries)
     return RunLoop(
         loop, tuple(init), tuple(xs), tuple(c[1].name for c in loop.carries),
-        tuple(x.name for _, x in loop.xs), tuple(body), tuple(carry_out), tuple(y_out),
+        tuple(x.name for _, x in loop.xs), tuple(body), tuple(names[:nk]), tuple(names[nk:]),
         tuple(c[3].name for c in loop.carries), tuple(st.name for _, st in loop.ys),
-        tuple(carried),
+        tuple(carried), tuple(cond), tuple(v.name for v in loop.cond_params), pred,
     )  # fmt: skip

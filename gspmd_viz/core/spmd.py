@@ -142,6 +142,9 @@ class RunLoop:
     final: tuple[str, ...]
     ys: tuple[str, ...]
     carry_shardings: tuple[Sharding, ...]
+    cond: tuple = ()  # a while's condition: instructions over `cond_carried`, leaving `pred`
+    cond_carried: tuple[str, ...] = ()
+    pred: str | None = None
 
     @property
     def outs(self) -> tuple[str, ...]:
@@ -149,11 +152,16 @@ class RunLoop:
 
     @property
     def collectives(self) -> list[Collective]:
-        """The body's collectives, each counted over every trip."""
-        n = self.loop.trips
+        """The body's (and condition's) collectives, each counted over every trip."""
+        n, note, where = self.loop.trips, self.loop.counted, self.loop.primitive
         return [
-            dataclasses.replace(c, trips=c.trips * n, source=f"{c.source} in {self.loop.primitive}")
-            for ins in self.body
+            dataclasses.replace(
+                c,
+                trips=c.trips * n,
+                trips_note=c.trips_note or note,
+                source=f"{c.source} in {where}",
+            )
+            for ins in self.cond + self.body
             for c in getattr(ins, "collectives", ())
         ]
 
@@ -167,7 +175,13 @@ class RunLoop:
         )
         sliced = ", ".join(f"{p}={x}[t]" for p, x in zip(self.sliced, self.xs, strict=True))
         head = f"{', '.join(self.outs)} = {self.loop.primitive} × {self.loop.trips} trips"
+        if self.loop.counted:
+            head += f" ({self.loop.counted})"
         lines = [f"{head} (carry {carried or '-'}; slice {sliced or '-'}) {{"]
+        if self.pred is not None:
+            lines.append(f"  while ({', '.join(self.cond_carried)}):")
+            lines += ["    " + line for ins in self.cond for line in ins.text().splitlines()]
+            lines.append(f"    -> {self.pred}; do:")
         for ins in self.body:
             lines += ["    " + line for line in ins.text().splitlines()]
         out = ", ".join(map(name, self.carry_out)) or "-"

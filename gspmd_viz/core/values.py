@@ -103,11 +103,14 @@ class Call:
 
 @dataclass(frozen=True)
 class Loop:
-    """A `scan` kept as one region of the flat program. Its body's equations appear once, in
-    `body`; data-flow edges (equations whose entry is an `edge`) tie each carried value's
+    """A `scan` or `while` kept as one region of the flat program. Its body's equations appear
+    once, in `body`; data-flow edges (equations whose entry is an `edge`) tie each carried value's
     initial value, body parameter, body result and final value to one sharding, each const to
     its body parameter, each stacked `xs` to its per-iteration slice and each per-iteration
-    `y` to the stacked `ys` (leading dim not split). `region` spans edges and body.
+    `y` to the stacked `ys` (leading dim not split). `region` spans edges and body. A `while`
+    has no xs/ys; its condition's equations appear once too (`cond`, over `cond_params`, the
+    carried values' second body parameters) and compute the scalar `pred`; its trip count is
+    data-dependent, so `trips` is 1 and `counted` says so.
     # XLA: HandleWhile (operand, parameter, root and result share one sharding)"""
 
     index: int
@@ -120,6 +123,14 @@ class Loop:
     carries: tuple  # (initial operand, body parameter, body result, final value)
     xs: tuple  # (stacked operand, body parameter)
     ys: tuple  # (body result, stacked value)
+    cond: range = range(0)
+    cond_params: tuple = ()
+    pred: object = None
+
+    @property
+    def counted(self) -> str:
+        """How `trips` was found ("" when the program states it)."""
+        return "data-dependent trip count: one trip counted" if self.primitive == "while" else ""
 
     def __str__(self) -> str:
         names = lambda vs: " ".join(getattr(v, "name", repr(v)) for v in vs)  # noqa: E731
