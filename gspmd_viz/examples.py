@@ -400,3 +400,17 @@ def mlp_while(ann):
 
 
 ZOO["mlp_while"] = (mlp_while, MLP_SPECS)
+
+
+def mlp_cond(ann):
+    """The MLP or its negation, picked by the sign of the batch's sum (a cond: both branches
+    leave their result in one sharding; the predicate is a replicated scalar)."""
+
+    def run(x, w1, w2):
+        pick = jnp.sum(ann(x, "x")) > 0
+        return jax.lax.cond(pick, lambda: _mlp(ann, x, w1, w2), lambda: -_mlp(ann, x, w1, w2))
+
+    return run, mlp(ann)[1]
+
+
+ZOO["mlp_cond"] = (mlp_cond, MLP_SPECS)

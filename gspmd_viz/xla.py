@@ -19,8 +19,8 @@ from gspmd_viz.core.sharding import Sharding, short_dtype
 from gspmd_viz.xla_collectives import collectives as collectives
 from gspmd_viz.xla_dump import (
     entry_instructions,
-    loop_body_instructions,
     propagated_hlo,
+    region_instructions,
     root_shardings,
 )
 
@@ -86,7 +86,7 @@ def propagate_program(program: Program, mesh: Mesh | None = None) -> XlaPropagat
     args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in program.inputs]
     lowered = jax.jit(lambda *flat: program.evaluate(*flat, scope=True)).lower(*args)
     hlo = propagated_hlo(lowered)
-    found = _match(program, entry_instructions(hlo) + loop_body_instructions(hlo), mesh)
+    found = _match(program, entry_instructions(hlo) + region_instructions(hlo), mesh)
     roots = root_shardings(hlo)
     if len(roots) == len(program.outputs):  # results no equation scope names (a loop's)
         for v, text in zip(program.outputs, roots, strict=True):

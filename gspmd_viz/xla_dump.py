@@ -92,11 +92,14 @@ def _entry_lines(hlo: str, head: str = "ENTRY ") -> list[str]:
     return lines
 
 
-def loop_body_instructions(hlo: str) -> list[Instruction]:
-    """The instructions of every `while` condition and body (a loop's equations are scoped
-    there), without their parameters (they are not the program's)."""
+def region_instructions(hlo: str) -> list[Instruction]:
+    """The instructions of every `while` condition and body and every `conditional` branch
+    (a loop's or cond's equations are scoped there), without their parameters (they are not
+    the program's)."""
     bodies = dict.fromkeys(re.findall(r" while\(.*?(?:condition|body)=%([\w.\-]+)", hlo))
     bodies.update(dict.fromkeys(re.findall(r" while\(.*?body=%([\w.\-]+)", hlo)))
+    for names in re.findall(r" conditional\(.*?branch_computations=\{([^}]*)\}", hlo):
+        bodies.update(dict.fromkeys(n.strip().lstrip("%") for n in names.split(",")))
     lines = [ln for name in bodies for ln in _entry_lines(hlo, f"%{name} ")]
     found = [i for i in map(parse_instruction, lines) if i is not None]
     return [i for i in found if i.parameter is None]

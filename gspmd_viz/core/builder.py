@@ -10,7 +10,7 @@ import jax.extend.core as jex
 import numpy as np
 
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Loop, Value
+from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
 
 # Call-like primitives whose body we inline, and the param holding the body. jax 0.10.2 names
 # jax.checkpoint `remat2`; a custom_vjp under remat with optimize_remat binds `remat_opt`, whose
@@ -30,7 +30,6 @@ INLINED = {
 # Control flow we do not model (its body would need its own propagation), and what to do.
 _PER_DEVICE = "it is already per-device code: trace the global function instead"
 REJECTED = {
-    "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
     "shard_map": _PER_DEVICE,
     "pmap": _PER_DEVICE,
     "xla_pmap": _PER_DEVICE,
@@ -55,6 +54,7 @@ class Builder:
         self.calls: list[Call] = []
         self.scope: list[int] = []  # the calls being inlined, outermost first
         self.loops: list[Loop] = []
+        self.conds: list[Cond] = []
 
     def new_value(self, aval) -> Value:
         return Value(
@@ -85,13 +85,17 @@ class Builder:
         if name in INLINED:
             env.update(zip(eqn.outvars, self.inline(eqn, ins), strict=True))
             return
+        if name == "cond":
+            env.update(zip(eqn.outvars, self.cond(eqn, ins), strict=True))
+            return
         if name in ("scan", "while"):
             outs = self.scan(eqn, ins) if name == "scan" else self.while_loop(eqn, ins)
             env.update(zip(eqn.outvars, outs, strict=True))
             return
         if name in REJECTED:
+            operands = ", ".join(repr(v) for v in ins) or "no operands"
             raise NotImplementedError(
-                f"gv.trace does not model control flow: primitive {name!r} ({REJECTED[name]})"
+                f"gv.trace does not model primitive {name!r} (here on {operands}): {REJECTED[name]}"
             )
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         env.update(zip(eqn.outvars, outs, strict=True))
@@ -187,6 +191,27 @@ class Builder:
         )  # fmt: skip
         self.loops.append(loop)
         return finals
+
+    def cond(self, eqn, ins) -> list:
+        """`cond` as one region: operand edges, every branch once, result edges."""
+        branches, (selector, *operands) = eqn.params["branches"], ins
+        first = len(self.equations)
+        params = [[self.new_value(v.aval) for v in b.jaxpr.invars] for b in branches]
+        for k, op in enumerate(operands):
+            self.emit("branch_operand", [op], [ps[k] for ps in params])
+        spans, results = [], []
+        for b, ps in zip(branches, params, strict=True):
+            start = len(self.equations)
+            results.append(self.walk(b.jaxpr, b.consts, ps))
+            spans.append(range(start, len(self.equations)))
+        outs = [self.new_value(v.aval) for v in eqn.outvars]
+        for j, out in enumerate(outs):
+            self.emit("branch_result", [r[j] for r in results], [out])
+        ops = tuple((op, tuple(ps[k] for ps in params)) for k, op in enumerate(operands))
+        ress = tuple((tuple(r[j] for r in results), out) for j, out in enumerate(outs))
+        span = range(first, len(self.equations))
+        self.conds.append(Cond(len(self.conds), span, tuple(spans), selector, ops, ress))
+        return outs
 
     def annotate(self, e: Equation) -> None:
         sharding = Sharding.from_named_sharding(e.params["sharding"])

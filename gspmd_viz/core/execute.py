@@ -19,7 +19,15 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
-from gspmd_viz.core.spmd import Combine, Compute, Const, PerDeviceProgram, Reshard, RunLoop
+from gspmd_viz.core.spmd import (
+    Combine,
+    Compute,
+    Const,
+    PerDeviceProgram,
+    Reshard,
+    RunCond,
+    RunLoop,
+)
 
 # --- one function per instruction type (inside shard_map) --------------------------------------
 
@@ -71,12 +79,29 @@ def _run_loop(ins: RunLoop, env) -> None:
     env.update(zip(ins.outs, [*final, *ys], strict=True))
 
 
+def _run_cond(ins: RunCond, env) -> None:
+    """A per-device lax.switch: every device reads the same (replicated) selector."""
+
+    def branch(b: int):
+        def run():
+            inner = dict(env)
+            for one in ins.branches[b]:
+                RUN[type(one)](one, inner)
+            return [inner[n] for n in ins.results[b]]
+
+        return run
+
+    outs = jax.lax.switch(env[ins.selector], [branch(b) for b in range(len(ins.branches))])
+    env.update(zip(ins.outs, outs, strict=True))
+
+
 RUN = {
     Compute: _run_compute,
     Reshard: _run_reshard,
     Combine: _run_combine,
     Const: _run_const,
     RunLoop: _run_loop,
+    RunCond: _run_cond,
 }
 
 

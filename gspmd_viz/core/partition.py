@@ -18,7 +18,7 @@ import math
 from gspmd_viz.core import lower, regions
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.execute import SPMDProgram
-from gspmd_viz.core.program import Equation, Literal, Loop, Value
+from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
@@ -42,7 +42,7 @@ class Partitioner:
         self._wanted: dict[Value, list[Sharding]] = {}
 
     def _equations_of(self, unit) -> list[Equation]:
-        if isinstance(unit, Loop):
+        if isinstance(unit, Loop | Cond):
             return [self.program.equations[i] for i in unit.region]
         return [unit]
 
@@ -173,6 +173,8 @@ class Partitioner:
         for unit in units:
             if isinstance(unit, Loop):
                 self.instructions.append(regions.partition_loop(self, unit))
+            elif isinstance(unit, Cond):
+                self.instructions.append(regions.partition_cond(self, unit))
             else:
                 self.equation(unit)
 

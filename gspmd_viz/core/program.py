@@ -17,9 +17,9 @@ import jax.numpy as jnp
 
 from gspmd_viz.core.builder import Builder
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.values import CONSTRAINT, Call, Equation, Literal, Loop, Value
+from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
 
-__all__ = ["Call", "Equation", "Literal", "Loop", "Program", "Value", "trace"]
+__all__ = ["Call", "Cond", "Equation", "Literal", "Loop", "Program", "Value", "trace"]
 
 
 def _read(env: dict, v, typed: bool = False):
@@ -40,7 +40,8 @@ class Program:
     in_tree: Any = field(repr=False)
     out_tree: Any = field(repr=False)
     calls: tuple[Call, ...] = ()  # the inlined calls, outermost first
-    loops: tuple[Loop, ...] = ()  # scans kept as regions of `equations`
+    loops: tuple[Loop, ...] = ()  # scans and whiles kept as regions of `equations`
+    conds: tuple[Cond, ...] = ()  # conds kept as regions of `equations`
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -85,16 +86,18 @@ class Program:
         return [_read(env, v) for v in self.outputs]
 
     @cached_property
-    def loop_at(self) -> dict[int, Loop]:
-        """first equation index of a loop's region -> the loop"""
-        return {loop.region.start: loop for loop in self.loops}
+    def region_at(self) -> dict[int, Loop | Cond]:
+        """first equation index of a loop's or cond's region -> the loop or cond"""
+        return {r.region.start: r for r in (*self.loops, *self.conds)}
 
     def _run(self, span: range, env: dict, scope: bool, annotated: bool) -> None:
         i = span.start
         while i < span.stop:
-            if i in self.loop_at:
-                self._run_loop(self.loop_at[i], env, scope, annotated)
-                i = self.loop_at[i].region.stop
+            region = self.region_at.get(i)
+            if region is not None:
+                run = self._run_loop if isinstance(region, Loop) else self._run_cond
+                run(region, env, scope, annotated)
+                i = region.region.stop
                 continue
             e = self.equations[i]
             args = [_read(env, v) for v in e.inputs]
@@ -138,6 +141,21 @@ class Program:
         final, ys = jax.lax.scan(step, init, xs, length=loop.trips, reverse=loop.reverse)
         env.update(zip((c[3] for c in loop.carries), final, strict=True))
         env.update(zip((s for _, s in loop.ys), ys, strict=True))
+
+    def _run_cond(self, cond: Cond, env: dict, scope: bool, annotated: bool) -> None:
+        """One lax.switch whose branches run their equations."""
+
+        def branch(b: int):
+            def run():
+                inner = {**env, **{ps[b]: _read(env, op) for op, ps in cond.operands}}
+                self._run(cond.branches[b], inner, scope, annotated)
+                return [_read(inner, rs[b], typed=True) for rs, _ in cond.results]
+
+            return run
+
+        index = _read(env, cond.selector)
+        outs = jax.lax.switch(index, [branch(b) for b in range(len(cond.branches))])
+        env.update(zip((out for _, out in cond.results), outs, strict=True))
 
     def __call__(self, *args):
         flat = self.evaluate(*self.flatten_args(*args))
@@ -228,4 +246,5 @@ def trace(f, *args) -> Program:
         out_tree=out_tree,
         calls=tuple(b.calls),
         loops=tuple(b.loops),
+        conds=tuple(b.conds),
     )

@@ -12,31 +12,37 @@ enter with their scanned dim whole and the body's sharding on the others; each i
 
 from collections.abc import Iterator
 
-from gspmd_viz.core.program import Equation, Loop, Program, Value
+from gspmd_viz.core.program import Cond, Equation, Loop, Program, Value
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.spmd import RunLoop
+from gspmd_viz.core.spmd import RunCond, RunLoop
 
 
-def units(program: Program, span: range) -> Iterator[Equation | Loop]:
-    """The equations of `span` in order, each outermost loop region as one Loop."""
+def units(program: Program, span: range) -> Iterator[Equation | Loop | Cond]:
+    """The equations of `span` in order, each outermost loop or cond region as one unit."""
     i = span.start
     while i < span.stop:
-        loop = program.loop_at.get(i)
-        yield loop if loop is not None else program.equations[i]
-        i = loop.region.stop if loop is not None else i + 1
+        region = program.region_at.get(i)
+        yield region if region is not None else program.equations[i]
+        i = region.region.stop if region is not None else i + 1
 
 
 def unit_outputs(unit) -> set:
     if isinstance(unit, Loop):
         return {c[3] for c in unit.carries} | {s for _, s in unit.ys}
+    if isinstance(unit, Cond):
+        return {out for _, out in unit.results}
     return set(unit.outputs)
 
 
 def unit_inputs(unit) -> set:
     if isinstance(unit, Loop):
         operands = [o for o, _ in unit.consts] + [c[0] for c in unit.carries]
-        return {v for v in operands + [o for o, _ in unit.xs] if isinstance(v, Value)}
-    return set(unit.value_inputs)
+        operands += [o for o, _ in unit.xs]
+    elif isinstance(unit, Cond):
+        operands = [unit.selector] + [o for o, _ in unit.operands]
+    else:
+        return set(unit.value_inputs)
+    return {v for v in operands if isinstance(v, Value)}
 
 
 def live_units(program: Program, span: range, needed: set) -> list:
@@ -100,3 +106,31 @@ def partition_loop(p, loop: Loop) -> RunLoop:
         tuple(c[3].name for c in loop.carries), tuple(st.name for _, st in loop.ys),
         tuple(carried), tuple(cond), tuple(v.name for v in loop.cond_params), pred,
     )  # fmt: skip
+
+
+def partition_cond(p, cond: Cond) -> RunCond:
+    """The RunCond for `cond`: each branch partitioned once; a branch parameter is its operand
+    (every version of it already made), so a branch reshards only what it uses, inside the
+    branch; its results leave in the cond result's propagated sharding (every branch hands
+    back the same layout)."""
+    selector = p.buffer(cond.selector, Sharding(p.mesh, ()), None)
+    operands = []
+    for op, _ in cond.operands:
+        if not isinstance(op, Value):  # a literal operand: one replicated buffer
+            op_buffer = p.buffer(op, Sharding(p.mesh, ()), None)
+            op = Value(-1, op.shape, op.dtype, op_buffer)
+            p.versions[op] = [(Sharding(p.mesh, ()), op_buffer)]
+        operands.append(op)
+    outs = [_propagated(p, out) for _, out in cond.results]
+    branches, results = [], []
+    for b, span in enumerate(cond.branches):
+        for op, (_, ps) in zip(operands, cond.operands, strict=True):
+            p.versions[ps[b]] = list(p.versions[op])
+        needed = [(rs[b], s) for (rs, _), s in zip(cond.results, outs, strict=True)]
+        body, names = _inside(p, span, [], needed)
+        branches.append(tuple(body))
+        results.append(tuple(names))
+    for (_, out), s in zip(cond.results, outs, strict=True):
+        p.versions[out] = [(s, out.name)]
+    final = tuple(out.name for _, out in cond.results)
+    return RunCond(cond, selector, tuple(branches), tuple(results), final, tuple(outs))

@@ -140,6 +140,6 @@ register(
     families.reduce_window,
     halo_free_dims=_reduce_window_halo_free,
 )
-register("loop_const loop_carry", families.elementwise, edge=True)
+register("loop_const loop_carry branch_operand branch_result", families.elementwise, edge=True)
 register("loop_slice", families.loop_slice, edge=True)
 register("loop_stack", families.loop_stack, edge=True)

@@ -190,6 +190,43 @@ class RunLoop:
         return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class RunCond:
+    """A cond run per device: the replicated `selector` picks one of `branches` (instructions,
+    each partitioned once over buffers already in place), which leaves `results[b]`; they
+    become `outs` (one sharding per result, whatever the branch).
+    # XLA: HandleConditional"""
+
+    cond: object  # values.Cond
+    selector: str
+    branches: tuple  # per branch, its instructions
+    results: tuple  # per branch, its result buffers
+    outs: tuple[str, ...]
+    shardings: tuple[Sharding, ...]
+
+    @property
+    def collectives(self) -> list[Collective]:
+        """Every branch's collectives (an upper bound: one branch runs)."""
+        n = len(self.branches)
+        return [
+            dataclasses.replace(
+                c, trips_note=f"in branch {b} of {n} (counted as if it runs)", source=c.source
+            )
+            for b, body in enumerate(self.branches)
+            for ins in body
+            for c in getattr(ins, "collectives", ())
+        ]
+
+    def text(self) -> str:
+        lines = [f"{', '.join(self.outs)} = switch {self.selector} {{"]
+        for b, (body, res) in enumerate(zip(self.branches, self.results, strict=True)):
+            lines.append(f"  branch {b}:")
+            lines += ["    " + line for ins in body for line in ins.text().splitlines()]
+            lines.append(f"    -> ({', '.join(res)})")
+        lines.append("  }")
+        return "\n".join(lines)
+
+
 class PerDeviceProgram:
     """What every device runs, as data and text: `.per_device_text()`, `.collectives`
     (execute.SPMDProgram adds running it: `spmd(*args)`)."""

@@ -138,3 +138,19 @@ class Loop:
         ys, body = names(y for y, _ in self.ys), f"{self.body.start}..{self.body.stop - 1}"
         head = f"{self.primitive} × {self.trips}: carries [{carried}]"
         return f"{head}, xs [{xs}], ys [{ys}] (eqns {body})"
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A `cond` / `switch` kept as one region: every branch's equations appear once (`branches`,
+    one range each). Edges tie each operand to its parameter in every branch, and every
+    branch's result to the cond's result (one sharding: the branches agree on their outputs).
+    `selector` picks the branch; it is a scalar, so every device takes the same branch.
+    # XLA: SpmdPartitioningVisitor::HandleConditional"""
+
+    index: int
+    region: range
+    branches: tuple[range, ...]
+    selector: object  # Value or Literal: the branch index
+    operands: tuple  # (outer operand, (its parameter in each branch))
+    results: tuple  # ((the result of each branch), outer result)
