@@ -5,26 +5,17 @@ PYTHONPATH=$PWD .venv/bin/python benchmarks/control_flow.py
 """
 
 import statistics
-import time
 
 import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
+from propagation import median_ms  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz import examples  # noqa: E402
 
 LAYERS = (4, 16, 64)
-
-
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
 
 
 def main() -> None:

@@ -269,3 +269,18 @@ def test_unsupported_primitives_are_named_with_their_operands():
 
     with pytest.raises(NotImplementedError, match=r"'shard_map' \(here on a:f32\[8, 4\]\)"):
         gv.trace(lambda x: per_device(x[::1]), jnp.ones((8, 4)))
+
+
+def test_the_program_text_marks_bodies_conditions_and_branches():
+    x, w = arrays((16, 32), (32, 32))
+    text = str(gv.trace(three_way, x, w, jnp.array([0], jnp.int32)))
+    assert [ln.strip() for ln in text.splitlines() if "#" in ln and "fixed" not in ln] == [
+        "# cond branch 0 {",
+        "# }",
+        "# cond branch 1 {",
+        "# }",
+        "# cond branch 2 {",
+        "# }",
+    ]
+    x, ws = arrays((16, 32), (3, 32, 32))
+    assert "# scan body × 3 {" in str(gv.trace(residual_stack, x, ws))

@@ -180,14 +180,31 @@ class Program:
             return f"{v.name}:{v.type_text(sharding)}"
 
         lines = ["{ lambda " + "; ".join(typed(v) for v in self.inputs) + ". let"]
+        marks = self._region_marks()
         for e in self.equations:
+            lines += marks.get(e.index, [])
             outs = " ".join(typed(v) for v in e.outputs)
             ins = " ".join(v.name if isinstance(v, Value) else repr(v) for v in e.inputs)
             fixed = "  # fixed" if any(v in self.annotations for v in e.outputs) else ""
             lines.append(f"  {outs} = {e.primitive}{_params_text(e)} {ins}{fixed}")
+        lines += marks.get(len(self.equations), [])
         outs = ", ".join(v.name if isinstance(v, Value) else repr(v) for v in self.outputs)
         lines.append(f"  in ({outs}) }}")
         return "\n".join(lines)
+
+    def _region_marks(self) -> dict[int, list[str]]:
+        """Comment lines before equation i: where each loop's body or condition and each
+        cond's branch begins and ends."""
+        marks: dict[int, list[str]] = {}
+        spans = [(loop.body, f"{loop.primitive} body × {loop.trips}") for loop in self.loops]
+        spans = [(b, "while body" if "while" in t else t) for b, t in spans]
+        spans += [(loop.cond, "while condition") for loop in self.loops if loop.pred is not None]
+        spans += [(b, f"cond branch {k}") for c in self.conds for k, b in enumerate(c.branches)]
+        for span, title in sorted(spans, key=lambda s: (s[0].start, -s[0].stop)):
+            marks.setdefault(span.start, []).append(f"  # {title} {{")
+        for span, _ in sorted(spans, key=lambda s: (s[0].stop, -s[0].start)):
+            marks.setdefault(span.stop, []).insert(0, "  # }")
+        return marks
 
     def __str__(self) -> str:
         return self.pretty()
