@@ -284,3 +284,23 @@ def test_the_program_text_marks_bodies_conditions_and_branches():
     ]
     x, ws = arrays((16, 32), (3, 32, 32))
     assert "# scan body × 3 {" in str(gv.trace(residual_stack, x, ws))
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+def test_ledger_opens_loops_and_the_graph_draws_them_as_clusters():
+    from gspmd_viz.viz import ledger
+
+    x, ws = arrays((16, 32), (4, 32, 32))
+    _, spmd = partitioned(residual_stack, x, ws)
+    rows = ledger.rows(spmd)
+    assert sum(r["collective"].wire_bytes for r in rows) == spmd.wire_bytes
+    assert len(rows) == len(spmd.collectives) and all(r["collective"].trips == 4 for r in rows)
+    source = ledger.ledger_graph(spmd).source
+    assert "subgraph cluster_0" in source and "scan body, × 4 trips; carries" in source
+    assert "(× 4 trips)" in source
+    x, w = arrays((16, 32), (32, 32))
+    _, spmd = partitioned(three_way, x, w, jnp.array([0], jnp.int32))
+    source = ledger.ledger_graph(spmd).source
+    assert all(f"cond branch {k} of 3" in source for k in range(3))

@@ -124,6 +124,21 @@ class Const:
         return f"{self.name} = {self.literal!r}"
 
 
+def _scaled(c: Collective, trips: int, note: str, source: str | None = None) -> Collective:
+    """c run `trips` more times (inside a loop), with why."""
+    return dataclasses.replace(c, trips=c.trips * trips, trips_note=note, source=source or c.source)
+
+
+def instruction_collectives(instructions) -> list[tuple[object, list[Collective]]]:
+    """(innermost instruction, its collectives counted over every trip around it), in program
+    order: what a ledger lists, one row per collective, loops and branches opened up."""
+    out = []
+    for ins in instructions:
+        inner = getattr(ins, "inner_collectives", None)
+        out += inner() if inner else [(ins, list(getattr(ins, "collectives", ())))]
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class RunLoop:
     """A loop run per device: `body` (instructions, partitioned once) runs `loop.trips` times.
@@ -150,20 +165,18 @@ class RunLoop:
     def outs(self) -> tuple[str, ...]:
         return self.final + self.ys
 
+    def inner_collectives(self) -> list[tuple[object, list[Collective]]]:
+        """(instruction of the condition or body, its collectives over every trip)."""
+        n, note, where = self.loop.trips, self.loop.counted, self.loop.primitive
+        return [
+            (ins, [_scaled(c, n, c.trips_note or note, f"{c.source} in {where}") for c in cs])
+            for ins, cs in instruction_collectives(self.cond + self.body)
+        ]
+
     @property
     def collectives(self) -> list[Collective]:
         """The body's (and condition's) collectives, each counted over every trip."""
-        n, note, where = self.loop.trips, self.loop.counted, self.loop.primitive
-        return [
-            dataclasses.replace(
-                c,
-                trips=c.trips * n,
-                trips_note=c.trips_note or note,
-                source=f"{c.source} in {where}",
-            )
-            for ins in self.cond + self.body
-            for c in getattr(ins, "collectives", ())
-        ]
+        return [c for _, cs in self.inner_collectives() for c in cs]
 
     def text(self) -> str:
         name = lambda a: a if isinstance(a, str) else repr(a)  # noqa: E731
@@ -204,18 +217,18 @@ class RunCond:
     outs: tuple[str, ...]
     shardings: tuple[Sharding, ...]
 
-    @property
-    def collectives(self) -> list[Collective]:
-        """Every branch's collectives (an upper bound: one branch runs)."""
+    def inner_collectives(self) -> list[tuple[object, list[Collective]]]:
+        """(instruction of a branch, its collectives: an upper bound, one branch runs)."""
         n = len(self.branches)
         return [
-            dataclasses.replace(
-                c, trips_note=f"in branch {b} of {n} (counted as if it runs)", source=c.source
-            )
+            (ins, [_scaled(c, 1, f"in branch {b} of {n} (counted as if it runs)") for c in cs])
             for b, body in enumerate(self.branches)
-            for ins in body
-            for c in getattr(ins, "collectives", ())
+            for ins, cs in instruction_collectives(body)
         ]
+
+    @property
+    def collectives(self) -> list[Collective]:
+        return [c for _, cs in self.inner_collectives() for c in cs]
 
     def text(self) -> str:
         lines = [f"{', '.join(self.outs)} = switch {self.selector} {{"]
