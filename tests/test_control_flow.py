@@ -304,3 +304,20 @@ def test_ledger_opens_loops_and_the_graph_draws_them_as_clusters():
     _, spmd = partitioned(three_way, x, w, jnp.array([0], jnp.int32))
     source = ledger.ledger_graph(spmd).source
     assert all(f"cond branch {k} of 3" in source for k in range(3))
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_the_gradient_of_a_scanned_stack_runs_its_reverse_scan_partitioned(remat):
+    def loss(x, ws):
+        layer = lambda h, w: (h + jnp.tanh(h @ w), None)  # noqa: E731
+        layer = jax.checkpoint(layer) if remat else layer
+        x = gv.mesh_split(x, MESH, ("x", None))
+        h = jax.lax.scan(layer, x, gv.mesh_split(ws, MESH, (None, None, "y")))[0]
+        return jnp.sum(h**2)
+
+    f = jax.grad(loss, argnums=1)
+    x, ws = arrays((16, 32), (4, 32, 32))
+    prop, spmd = partitioned(f, x, ws)
+    assert [loop.reverse for loop in prop.program.loops] == [False, True]
+    assert spmd.wire_bytes <= xla_bytes(f, prop, x, ws)
+    assert_runs_exact(spmd, x, ws)
