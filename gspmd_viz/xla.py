@@ -67,6 +67,21 @@ def _match(program: Program, instrs, mesh: Mesh) -> dict:
     return found
 
 
+def _unscoped_results(program: Program, hlo: str, mesh: Mesh, found: dict) -> dict:
+    """Program results no equation scope names (a loop's come out of the `while` tuple),
+    read off the ENTRY's ROOT; one our mesh cannot express is left out (not comparable)."""
+    roots, extra = root_shardings(hlo), {}
+    if len(roots) != len(program.outputs):
+        return extra
+    for v, text in zip(program.outputs, roots, strict=True):
+        if isinstance(v, Value) and v not in found:
+            try:
+                extra[v] = Sharding.from_hlo(mesh, text)
+            except ValueError:
+                continue
+    return extra
+
+
 _CACHE: dict[int, tuple[Program, XlaPropagation]] = {}
 
 
@@ -87,11 +102,7 @@ def propagate_program(program: Program, mesh: Mesh | None = None) -> XlaPropagat
     lowered = jax.jit(lambda *flat: program.evaluate(*flat, scope=True)).lower(*args)
     hlo = propagated_hlo(lowered)
     found = _match(program, entry_instructions(hlo) + region_instructions(hlo), mesh)
-    roots = root_shardings(hlo)
-    if len(roots) == len(program.outputs):  # results no equation scope names (a loop's)
-        for v, text in zip(program.outputs, roots, strict=True):
-            if isinstance(v, Value) and v not in found:
-                found[v] = Sharding.from_hlo(mesh, text)
+    found |= _unscoped_results(program, hlo, mesh, found)
     result = XlaPropagation(program, mesh, hlo, found)
     _CACHE[id(program)] = (program, result)
     return result
