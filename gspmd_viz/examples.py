@@ -309,3 +309,116 @@ def get(
 
 
 __all__ = ["ZOO", "Example", "get"]
+
+
+# --- control flow and nested calls (the body of a loop is annotated per iteration) ----------
+def transformer_scan(ann, layers: int = 2):
+    """transformer_stack with its layers stacked ([layers, ...] weights) under one lax.scan."""
+
+    def stack(x, *stacked):
+        def layer(h, weights):
+            return transformer_layer(ann, h, *weights), None
+
+        return jax.lax.scan(layer, x, stacked)[0]
+
+    shapes = {"x": _transformer_shapes(1)["x"]}
+    for k, (shape, dtype, high) in _transformer_shapes(1).items():
+        if k != "x":
+            shapes[k[:-1]] = ((layers, *shape), dtype, high)
+    return stack, shapes
+
+
+def scanned_stack(layers: int, mesh: Mesh | dict | None = None) -> Example:
+    """transformer_scan with `layers` layers (the benchmarks vary the trip count)."""
+    mesh = mesh if isinstance(mesh, Mesh) else Mesh(mesh or DEFAULT_MESH)
+    ann = _Annotator(mesh, dict(TRANSFORMER_SPECS))
+    fn, shapes = transformer_scan(ann, layers)
+    args = _arrays(0, shapes, False)
+    jax.make_jaxpr(fn)(*args)
+    return Example("transformer_scan", mesh, fn, args, dict(TRANSFORMER_SPECS), dict(ann.ranks))
+
+
+def mlp_fori(ann):
+    """Three applications of one MLP (a residual update) in a fori_loop with a static trip
+    count (jax lowers it to a scan with the counter carried)."""
+
+    def run(x, w1, w2):
+        return jax.lax.fori_loop(0, 3, lambda i, h: h + _mlp(ann, h, w1, w2), x)
+
+    return run, mlp(ann)[1]
+
+
+def mlp_remat_grad(ann):
+    """mlp_train_step with the MLP under jax.checkpoint: the backward recomputes the forward."""
+
+    def step(x, y, w1, w2):
+        body = jax.checkpoint(lambda x, w1, w2: _mlp(ann, x, w1, w2))
+        loss = lambda w1, w2: jnp.mean((body(x, w1, w2) - y) ** 2)  # noqa: E731
+        g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    return step, mlp_train_step(ann)[1]
+
+
+@jax.custom_vjp
+def _clipped_relu(x):
+    return jnp.clip(x, 0.0, 6.0)
+
+
+def _clipped_relu_bwd(x, g):
+    return (jnp.where((x > 0) & (x < 6), g, 0.0),)
+
+
+_clipped_relu.defvjp(lambda x: (_clipped_relu(x), x), _clipped_relu_bwd)
+
+
+def mlp_custom_vjp_grad(ann):
+    """The MLP's weight gradient through a custom_vjp activation (its own backward rule)."""
+
+    def grads(x, y, w1, w2):
+        def loss(w1, w2):
+            x_, w1_, w2_ = ann(x, "x"), ann(w1, "w1"), ann(w2, "w2")
+            return jnp.mean((_clipped_relu(x_ @ w1_) @ w2_ - y) ** 2)
+
+        return jax.grad(loss, argnums=(0, 1))(w1, w2)
+
+    return grads, mlp_train_step(ann)[1]
+
+
+ZOO["transformer_scan"] = (transformer_scan, TRANSFORMER_SPECS)
+ZOO["mlp_fori"] = (mlp_fori, MLP_SPECS)
+ZOO["mlp_remat_grad"] = (mlp_remat_grad, MLP_SPECS)
+ZOO["mlp_custom_vjp_grad"] = (mlp_custom_vjp_grad, MLP_SPECS)
+__all__ += ["scanned_stack"]
+
+
+def mlp_while(ann):
+    """Apply the MLP (a residual update) until the activations' norm passes a bound: the trip
+    count depends on the data (at most 8 trips)."""
+
+    def run(x, w1, w2):
+        def more(c):
+            return (jnp.sum(c[1] ** 2) < 4.0 * x.size) & (c[0] < 8)
+
+        return jax.lax.while_loop(
+            more, lambda c: (c[0] + 1, c[1] + _mlp(ann, *c[1:], w1, w2)), (0, x)
+        )
+
+    return run, mlp(ann)[1]
+
+
+ZOO["mlp_while"] = (mlp_while, MLP_SPECS)
+
+
+def mlp_cond(ann):
+    """The MLP or its negation, picked by the sign of the batch's sum (a cond: both branches
+    leave their result in one sharding; the predicate is a replicated scalar)."""
+
+    def run(x, w1, w2):
+        pick = jnp.sum(ann(x, "x")) > 0
+        return jax.lax.cond(pick, lambda: _mlp(ann, x, w1, w2), lambda: -_mlp(ann, x, w1, w2))
+
+    return run, mlp(ann)[1]
+
+
+ZOO["mlp_cond"] = (mlp_cond, MLP_SPECS)

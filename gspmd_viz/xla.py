@@ -14,9 +14,15 @@ import jax
 from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value, trace
+from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding, short_dtype
 from gspmd_viz.xla_collectives import collectives as collectives
-from gspmd_viz.xla_dump import entry_instructions, propagated_hlo
+from gspmd_viz.xla_dump import (
+    entry_instructions,
+    propagated_hlo,
+    region_instructions,
+    root_shardings,
+)
 
 __all__ = ["XlaPropagation", "Comparison", "propagate", "propagate_program", "compare"]
 
@@ -61,6 +67,21 @@ def _match(program: Program, instrs, mesh: Mesh) -> dict:
     return found
 
 
+def _unscoped_results(program: Program, hlo: str, mesh: Mesh, found: dict) -> dict:
+    """Program results no equation scope names (a loop's come out of the `while` tuple),
+    read off the ENTRY's ROOT; one our mesh cannot express is left out (not comparable)."""
+    roots, extra = root_shardings(hlo), {}
+    if len(roots) != len(program.outputs):
+        return extra
+    for v, text in zip(program.outputs, roots, strict=True):
+        if isinstance(v, Value) and v not in found:
+            try:
+                extra[v] = Sharding.from_hlo(mesh, text)
+            except ValueError:
+                continue
+    return extra
+
+
 _CACHE: dict[int, tuple[Program, XlaPropagation]] = {}
 
 
@@ -80,7 +101,9 @@ def propagate_program(program: Program, mesh: Mesh | None = None) -> XlaPropagat
     args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in program.inputs]
     lowered = jax.jit(lambda *flat: program.evaluate(*flat, scope=True)).lower(*args)
     hlo = propagated_hlo(lowered)
-    result = XlaPropagation(program, mesh, hlo, _match(program, entry_instructions(hlo), mesh))
+    found = _match(program, entry_instructions(hlo) + region_instructions(hlo), mesh)
+    found |= _unscoped_results(program, hlo, mesh, found)
+    result = XlaPropagation(program, mesh, hlo, found)
     _CACHE[id(program)] = (program, result)
     return result
 
@@ -142,7 +165,9 @@ class Comparison:
 
 
 def compare(prop, xla: XlaPropagation | None = None) -> Comparison:
-    """Our propagated sharding next to XLA's, for every equation result."""
+    """Our propagated sharding next to XLA's, for every equation result (a loop's data-flow
+    edges compute nothing XLA could name; the program's results are compared wherever they
+    come from)."""
     extra = [v.name for v in prop.annotations if v not in prop.program.annotations]
     if extra:
         raise ValueError(
@@ -154,5 +179,6 @@ def compare(prop, xla: XlaPropagation | None = None) -> Comparison:
         Row(e.index, e.primitive, v, prop.sharding(v), xla.sharding(v))
         for e in prop.program.equations
         for v in e.outputs
+        if not entry_for(e).edge or v in prop.program.outputs
     )
     return Comparison(rows)

@@ -13,6 +13,7 @@ Remember XLA:CPU turns reduce-scatter into all-reduce + dynamic-slice: compare b
 
 import functools
 import re
+from dataclasses import replace
 
 import jax
 import numpy as np
@@ -165,9 +166,62 @@ def _permute_axes(pairs, mesh: Mesh) -> tuple[str, ...]:
     return tuple(a for a in mesh.axis_names if any(s[a] != t[a] for s, t in moved))
 
 
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) ")
+_CALLED = re.compile(r"(?:body|condition|calls|to_apply|branch_computations=\{[^}]*)=?%([\w.\-]+)")
+_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+
+
+def _computations(text: str) -> tuple[dict[str, list[str]], str | None]:
+    """computation name -> its lines, and the ENTRY computation's name."""
+    comps: dict[str, list[str]] = {}
+    name = entry = None
+    for line in text.splitlines():
+        m = _COMPUTATION.match(line)
+        if m and line.rstrip().endswith("{"):
+            name = m.group(1)
+            comps[name] = []
+            entry = name if line.startswith("ENTRY") else entry
+        elif name is not None:
+            comps[name].append(line)
+    return comps, entry
+
+
+def _trips(comps: dict, entry: str | None) -> dict[str, tuple[int, str]]:
+    """computation -> (how many times it runs per program run, note). A while body runs its
+    known_trip_count; without one (a data-dependent loop) one trip is counted, and said."""
+    found: dict[str, tuple[int, str]] = {}
+    todo = [(entry, 1, "")] if entry else []
+    while todo:
+        name, n, note = todo.pop()
+        if name in found or name not in comps:
+            continue
+        found[name] = (n, note)
+        for line in comps[name]:
+            count = _TRIPS.search(line)
+            is_while = " while(" in line
+            for called in _CALLED.findall(line):
+                if is_while and count:
+                    todo.append((called, n * int(count.group(1)), note))
+                elif is_while:
+                    todo.append((called, n, "data-dependent trip count: one trip counted"))
+                else:
+                    todo.append((called, n, note))
+    return found
+
+
 def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
-    """Every collective in a partitioned HLO module's text, in program order."""
-    return [c for line in text.splitlines() for c in parse_line(line, mesh)]
+    """Every collective in a partitioned HLO module's text, in program order; one inside a
+    loop body counts all its trips (`trips`, and `wire_bytes` over all of them)."""
+    comps, entry = _computations(text)
+    if entry is None:  # a bare list of instructions
+        return [c for line in text.splitlines() for c in parse_line(line, mesh)]
+    trips = _trips(comps, entry)
+    found = []
+    for name, lines in comps.items():
+        n, note = trips.get(name, (1, ""))
+        for line in lines:
+            found += [replace(c, trips=n, trips_note=note) for c in parse_line(line, mesh)]
+    return found
 
 
 # --- compiling -------------------------------------------------------------------------------

@@ -76,15 +76,51 @@ def parse_instruction(line: str) -> Instruction | None:
 
 def entry_instructions(hlo: str) -> list[Instruction]:
     """The instructions of the ENTRY computation, in text order."""
+    return [i for i in map(parse_instruction, _entry_lines(hlo)) if i is not None]
+
+
+def _entry_lines(hlo: str, head: str = "ENTRY ") -> list[str]:
+    """The lines of the computation whose header starts with `head` (default: ENTRY)."""
     lines, inside = [], False
     for line in hlo.splitlines():
-        if line.startswith("ENTRY "):
+        if line.startswith(head):
             inside = True
         elif inside and line.startswith("}"):
             break
         elif inside:
             lines.append(line)
-    return [i for i in map(parse_instruction, lines) if i is not None]
+    return lines
+
+
+def region_instructions(hlo: str) -> list[Instruction]:
+    """The instructions of every `while` condition and body and every `conditional` branch
+    (a loop's or cond's equations are scoped there), without their parameters (they are not
+    the program's)."""
+    bodies = dict.fromkeys(re.findall(r" while\(.*?(?:condition|body)=%([\w.\-]+)", hlo))
+    bodies.update(dict.fromkeys(re.findall(r" while\(.*?body=%([\w.\-]+)", hlo)))
+    for names in re.findall(r" conditional\(.*?branch_computations=\{([^}]*)\}", hlo):
+        bodies.update(dict.fromkeys(n.strip().lstrip("%") for n in names.split(",")))
+    lines = [ln for name in bodies for ln in _entry_lines(hlo, f"%{name} ")]
+    found = [i for i in map(parse_instruction, lines) if i is not None]
+    return [i for i in found if i.parameter is None]
+
+
+def root_shardings(hlo: str) -> list[str]:
+    """The sharding of each element of the ENTRY's ROOT tuple (the program's results), read
+    where no equation scope names them (a loop's results come out of the `while` tuple)."""
+    root = next((ln for ln in _entry_lines(hlo) if ln.lstrip().startswith("ROOT ")), "")
+    text = _attribute(root, "sharding")
+    if not text or " tuple(" not in root:  # one result
+        return [text] if text else []
+    if not text.startswith("{{"):
+        return []
+    parts, depth, start = [], 0, 1
+    for i, ch in enumerate(text[1:-1], start=1):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return [*parts, text[start:-1].strip()]
 
 
 def propagated_hlo(lowered) -> str:

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec as P
 
 import gspmd_viz as gv
 
@@ -51,13 +52,13 @@ def test_shape_dtype_structs_need_no_values():
 @pytest.mark.parametrize(
     ("fn", "name", "advice"),
     [
-        (lambda x: jax.lax.scan(lambda c, a: (c + a, c), 0.0, x)[0], "scan", "unroll the loop"),
         (
-            lambda x: jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, x))[1],
-            "while",
-            "unroll the loop",
+            lambda x: jax.shard_map(
+                jnp.sin, mesh=gv.Mesh({"x": 4}).to_jax(), in_specs=P("x"), out_specs=P("x")
+            )(x),
+            "shard_map",
+            r"a:f32\[4\]\): it is already per-device code",
         ),
-        (lambda x: jax.lax.cond(True, jnp.sin, jnp.cos, x), "cond", "jnp.where"),
     ],
 )
 def test_control_flow_is_rejected_by_name_with_advice(fn, name, advice):

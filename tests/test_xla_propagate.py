@@ -15,7 +15,9 @@ def test_zoo_agrees_with_xla(name):
     ex = examples.get(name)
     prop = gv.propagate(gv.trace(ex.fn, *ex.args))
     table = gv.xla.compare(prop)
-    assert len(table.compared) >= 0.7 * len(table.rows)  # the rest: no-ops, iotas, dead code
+    arrays = [r for r in table.rows if r.value.ndim]  # XLA often leaves scalars unsharded
+    compared = [r for r in table.compared if r.value.ndim]
+    assert len(compared) >= 0.7 * len(arrays)  # the rest: no-ops, iotas, dead code
     assert table.agreement >= 0.95, table.text(only_differences=True)
 
 

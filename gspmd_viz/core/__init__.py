@@ -5,7 +5,9 @@ Read the modules top to bottom in this order; each imports only modules above it
   notations    hlo                   HloSharding text <-> a spec on a mesh
   sharding     sharding              per tensor dim, the mesh axes splitting it
   annotate     annotate              gv.mesh_split, the user's annotation
-  program      program               gv.trace: a jaxpr flattened into Values and Equations
+  program      values builder program
+                                     gv.trace: a jaxpr flattened into Values and Equations
+                                     (the records, the jaxpr walk, the Program)
   registry     factors families registry
                                      factor rules, the families that build them, and one
                                      entry per primitive (everything the passes know about it)
@@ -16,9 +18,12 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      per-device instructions as data and text, local
                                      lowering, the kernels one device runs, all-gather
                                      combining, and running instructions from a table
-  partition    split partition       choosing each equation's split; the pass itself
+  partition    split regions partition
+                                     choosing each equation's split; loops partitioned
+                                     once into a per-device loop; the pass itself
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
-Module order: devices mesh hlo sharding annotate program factors families registry
-propagation propagate collective moves reshard spmd lower kernels combine execute split partition
+Module order: devices mesh hlo sharding annotate values builder program factors families registry
+propagation propagate collective moves reshard spmd lower kernels combine execute split regions
+partition
 """

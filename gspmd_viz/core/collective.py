@@ -55,6 +55,8 @@ class Collective:
     group_size: int
     source: str = ""
     dims: tuple[int, ...] = ()
+    trips: int = 1  # runs once per iteration of the loop around it: wire_bytes counts all trips
+    trips_note: str = ""  # why that trip count ("data-dependent: one trip counted")
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -69,7 +71,8 @@ class Collective:
 
     @property
     def wire_bytes(self) -> float:
-        return wire_bytes(self.kind, self.operand_bytes, self.group_size)
+        """Bytes each device sends, over every trip of the loops around it."""
+        return self.trips * wire_bytes(self.kind, self.operand_bytes, self.group_size)
 
     @property
     def result_shape(self) -> tuple[int, ...]:
@@ -93,6 +96,9 @@ class Collective:
         """`all-gather(x) f32[4, 16] -> f32[8, 16]  (64 B on the wire)`."""
         axes = ",".join(self.axes) or "-"
         text = f"{self.kind}({axes}) {self.type_text()} -> {self.type_text(self.result_shape)}"
+        if self.trips != 1 or self.trips_note:
+            note = f", {self.trips_note}" if self.trips_note else ""
+            text += f" × {self.trips} trips{note}"
         return f"{text}  ({format_bytes(self.wire_bytes)} on the wire)"
 
     def __str__(self) -> str:

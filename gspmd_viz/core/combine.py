@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from gspmd_viz.core.kernels import fit_dim
 from gspmd_viz.core.registry import entry_for
-from gspmd_viz.core.spmd import Compute, Const, Reshard
+from gspmd_viz.core.spmd import Compute, Const, Reshard, RunCond, RunLoop
 
 
 def _gather_key(ins):
@@ -29,7 +29,7 @@ def _gather_key(ins):
 
 def _defines(ins) -> tuple[str, ...]:
     """The buffers an instruction writes."""
-    if isinstance(ins, Compute):
+    if isinstance(ins, Compute | RunLoop | RunCond):
         return ins.outs
     return (ins.name,) if isinstance(ins, Const) else (ins.dst,)
 

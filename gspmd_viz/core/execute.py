@@ -19,7 +19,15 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
-from gspmd_viz.core.spmd import Combine, Compute, Const, PerDeviceProgram, Reshard
+from gspmd_viz.core.spmd import (
+    Combine,
+    Compute,
+    Const,
+    PerDeviceProgram,
+    Reshard,
+    RunCond,
+    RunLoop,
+)
 
 # --- one function per instruction type (inside shard_map) --------------------------------------
 
@@ -39,10 +47,62 @@ def _run_combine(ins: Combine, env) -> None:
 
 
 def _run_const(ins: Const, env) -> None:
-    env[ins.name] = jnp.asarray(ins.literal.value)
+    env[ins.name] = jnp.asarray(ins.literal.value, ins.literal.dtype)
 
 
-RUN = {Compute: _run_compute, Reshard: _run_reshard, Combine: _run_combine, Const: _run_const}
+def _run_loop(ins: RunLoop, env) -> None:
+    """A per-device lax.scan (or lax.while_loop) whose step runs the partitioned body (its
+    collectives included)."""
+
+    def run(instructions, names, values) -> dict:
+        inner = {**env, **dict(zip(names, values, strict=True))}
+        for one in instructions:
+            RUN[type(one)](one, inner)
+        return inner
+
+    init = [env[n] for n in ins.init]
+    if ins.pred is not None:
+        final = jax.lax.while_loop(
+            lambda carry: run(ins.cond, ins.cond_carried, carry)[ins.pred],
+            lambda carry: [run(ins.body, ins.carried, carry)[n] for n in ins.carry_out],
+            init,
+        )
+        env.update(zip(ins.final, final, strict=True))
+        return
+
+    def step(carry, sliced):
+        inner = run(ins.body, ins.carried + ins.sliced, [*carry, *sliced])
+        return [inner[n] for n in ins.carry_out], [inner[n] for n in ins.y_out]
+
+    xs = [env[n] for n in ins.xs]
+    final, ys = jax.lax.scan(step, init, xs, length=ins.loop.trips, reverse=ins.loop.reverse)
+    env.update(zip(ins.outs, [*final, *ys], strict=True))
+
+
+def _run_cond(ins: RunCond, env) -> None:
+    """A per-device lax.switch: every device reads the same (replicated) selector."""
+
+    def branch(b: int):
+        def run():
+            inner = dict(env)
+            for one in ins.branches[b]:
+                RUN[type(one)](one, inner)
+            return [inner[n] for n in ins.results[b]]
+
+        return run
+
+    outs = jax.lax.switch(env[ins.selector], [branch(b) for b in range(len(ins.branches))])
+    env.update(zip(ins.outs, outs, strict=True))
+
+
+RUN = {
+    Compute: _run_compute,
+    Reshard: _run_reshard,
+    Combine: _run_combine,
+    Const: _run_const,
+    RunLoop: _run_loop,
+    RunCond: _run_cond,
+}
 
 
 # --- one function per step kind (inside shard_map) -----------------------------------------

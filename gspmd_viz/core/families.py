@@ -266,3 +266,20 @@ def reduce_window(eqn) -> FactorRule:
         )
     ]
     return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
+
+
+def loop_slice(eqn) -> FactorRule:
+    """A scan's stacked operand [T, ...] and its per-iteration slice [...]: the scanned dim
+    has no factor (it is never split), the others pass.  # XLA: HandleWhile + dynamic-slice"""
+    b = Builder()
+    (src,), _ = _shapes(eqn)
+    dims = [b.new(n) for n in src[1:]]
+    return b.rule([[(), *dims]], [dims])
+
+
+def loop_stack(eqn) -> FactorRule:
+    """A per-iteration result [...] and the stacked result [T, ...] (scanned dim unsplit)."""
+    b = Builder()
+    (src,), _ = _shapes(eqn)
+    dims = [b.new(n) for n in src]
+    return b.rule([dims], [[(), *dims]])

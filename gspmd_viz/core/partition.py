@@ -15,10 +15,10 @@ Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 
 import math
 
-from gspmd_viz.core import lower
+from gspmd_viz.core import lower, regions
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.execute import SPMDProgram
-from gspmd_viz.core.program import Equation, Literal, Value
+from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
@@ -38,8 +38,13 @@ class Partitioner:
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
-        self.live_set = set(self.live())
+        self.live_set = {e for u in self.live() for e in self._equations_of(u)}
         self._wanted: dict[Value, list[Sharding]] = {}
+
+    def _equations_of(self, unit) -> list[Equation]:
+        if isinstance(unit, Loop | Cond):
+            return [self.program.equations[i] for i in unit.region]
+        return [unit]
 
     def split(self, eqn: Equation) -> EquationSplit:
         """The equation's rule and propagation's settled split, ready to be costed."""
@@ -159,19 +164,31 @@ class Partitioner:
         self.instructions.append(Combine(v, v.name, dst, how, axes, s, coll))
         self.versions[v] = [(s, dst)]
 
-    def live(self) -> list[Equation]:
-        """Equations some output depends on (dead code would still cost collectives)."""
+    def live(self) -> list:
+        """Equations and loops some output depends on (dead code would still cost collectives)."""
         needed = {v for v in self.program.outputs if isinstance(v, Value)}
-        keep = []
-        for eqn in reversed(self.program.equations):
-            if needed & set(eqn.outputs):
-                keep.append(eqn)
-                needed |= set(eqn.value_inputs)
-        return keep[::-1]
+        return regions.live_units(self.program, range(len(self.program.equations)), needed)
+
+    def partition_units(self, units) -> None:
+        for unit in units:
+            if isinstance(unit, Loop):
+                self.instructions.append(regions.partition_loop(self, unit))
+            elif isinstance(unit, Cond):
+                self.instructions.append(regions.partition_cond(self, unit))
+            else:
+                self.equation(unit)
+
+    def buffer(self, v: Value | Literal, target: Sharding, consumer: Equation) -> str:
+        """A buffer holding v in `target` (a literal is first made a replicated Const)."""
+        if isinstance(v, Literal):
+            const = Value(-1, v.shape, v.dtype, self.fresh("const"))
+            self.instructions.append(Const(const.name, v))
+            self.versions[const] = [(Sharding(self.mesh, ()), const.name)]
+            v = const
+        return self.fetch(v, target, consumer)
 
     def run(self):
-        for eqn in self.live():
-            self.equation(eqn)
+        self.partition_units(self.live())
         outputs = []
         for v in self.program.outputs:
             if isinstance(v, Value):

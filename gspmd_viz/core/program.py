@@ -1,111 +1,33 @@
 """`gv.trace`: a small frozen program form over a jaxpr.
 
 A Program is a flat list of equations over Values (nested `jit` and custom-derivative calls
-are inlined), with the `mesh_split` annotations read back as fixed shardings. Everything the
-propagation and the partitioner need, and a pretty-printer that shows each value's sharding.
+are inlined, their boundaries kept in `calls`), with the `mesh_split` annotations read back as
+fixed shardings. Everything the propagation and the partitioner need, and a pretty-printer that
+shows each value's sharding.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import jax
-import jax.extend.core as jex
-import numpy as np
+import jax.numpy as jnp
 
+from gspmd_viz.core.builder import Builder
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
 
-# Call-like primitives whose body we inline, and the param holding the body.
-INLINED = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr",  # the primal body; the jvp rule is not needed here
-    "custom_vjp_call": "call_jaxpr",
-    "checkpoint": "jaxpr",
-    "remat": "jaxpr",
-}
-# Control flow we do not model (its body would need its own propagation), and what to do.
-_LOOP = "unroll the loop in Python, or keep it outside the traced function"
-_PER_DEVICE = "it is already per-device code: trace the global function instead"
-REJECTED = {
-    "scan": _LOOP,
-    "while": _LOOP,
-    "cond": "compute both branches and pick with jnp.where, or keep it outside the function",
-    "shard_map": _PER_DEVICE,
-    "pmap": _PER_DEVICE,
-    "xla_pmap": _PER_DEVICE,
-}
-CONSTRAINT = "sharding_constraint"
+__all__ = ["Call", "Cond", "Equation", "Literal", "Loop", "Program", "Value", "trace"]
 
 
-@dataclass(frozen=True)
-class Value:
-    """One SSA value of the program (a jaxpr variable after inlining)."""
-
-    id: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    name: str
-
-    def __hash__(self) -> int:  # ids are unique within a program; hashing is on the hot path
-        return self.id
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def type_text(self, sharding: Sharding | None = None) -> str:
-        if sharding is not None:
-            return sharding.describe(self.shape, self.dtype)
-        return f"{short_dtype(self.dtype)}[{', '.join(str(n) for n in self.shape)}]"
-
-    def __repr__(self) -> str:
-        return f"{self.name}:{self.type_text()}"
-
-
-@dataclass(frozen=True, eq=False)
-class Literal:
-    """A constant operand (a jaxpr literal or a closed-over constant)."""
-
-    value: Any
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self) -> str:
-        if not self.shape:
-            return f"{np.asarray(self.value).item()!r}:{short_dtype(self.dtype)}"
-        return f"const:{short_dtype(self.dtype)}[{', '.join(str(n) for n in self.shape)}]"
-
-
-@dataclass(frozen=True, eq=False)
-class Equation:
-    """`outputs = primitive[params](*inputs)`; `eqn` is the original JaxprEqn (for re-binding)."""
-
-    index: int
-    primitive: str
-    inputs: tuple[Value | Literal, ...]
-    outputs: tuple[Value, ...]
-    params: dict
-    eqn: Any = field(repr=False)
-
-    def bind(self, *args):
-        """Run the primitive on concrete or traced arguments; returns a list of outputs."""
-        out = self.eqn.primitive.bind(*args, **self.params)
-        return list(out) if self.eqn.primitive.multiple_results else [out]
-
-    @property
-    def value_inputs(self) -> tuple[Value, ...]:
-        return tuple(v for v in self.inputs if isinstance(v, Value))
+def _read(env: dict, v, typed: bool = False):
+    """A value's array in `env`, or a Literal's value (typed: as an array of its dtype, since
+    a loop carry must keep its type across iterations)."""
+    if isinstance(v, Literal):
+        return jnp.asarray(v.value, v.dtype) if typed else v.value
+    return env[v]
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,6 +39,9 @@ class Program:
     mesh: Mesh | None
     in_tree: Any = field(repr=False)
     out_tree: Any = field(repr=False)
+    calls: tuple[Call, ...] = ()  # the inlined calls, outermost first
+    loops: tuple[Loop, ...] = ()  # scans and whiles kept as regions of `equations`
+    conds: tuple[Cond, ...] = ()  # conds kept as regions of `equations`
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -157,9 +82,25 @@ class Program:
         """Run the equations one by one (under `named_scope(f"eqn{i}")` when scope=True;
         with annotated=False every annotation passes its operand through unconstrained)."""
         env: dict[Value, Any] = dict(zip(self.inputs, flat_args, strict=True))
-        read = lambda v: v.value if isinstance(v, Literal) else env[v]  # noqa: E731
-        for e in self.equations:
-            args = [read(v) for v in e.inputs]
+        self._run(range(len(self.equations)), env, scope, annotated)
+        return [_read(env, v) for v in self.outputs]
+
+    @cached_property
+    def region_at(self) -> dict[int, Loop | Cond]:
+        """first equation index of a loop's or cond's region -> the loop or cond"""
+        return {r.region.start: r for r in (*self.loops, *self.conds)}
+
+    def _run(self, span: range, env: dict, scope: bool, annotated: bool) -> None:
+        i = span.start
+        while i < span.stop:
+            region = self.region_at.get(i)
+            if region is not None:
+                run = self._run_loop if isinstance(region, Loop) else self._run_cond
+                run(region, env, scope, annotated)
+                i = region.region.stop
+                continue
+            e = self.equations[i]
+            args = [_read(env, v) for v in e.inputs]
             if not annotated and e.primitive == CONSTRAINT:
                 outs = args
             elif scope:
@@ -168,7 +109,53 @@ class Program:
             else:
                 outs = e.bind(*args)
             env.update(zip(e.outputs, outs, strict=True))
-        return [read(v) for v in self.outputs]
+            i += 1
+
+    def _run_loop(self, loop: Loop, env: dict, scope: bool, annotated: bool) -> None:
+        """One lax.scan (or lax.while_loop) whose step runs the body's equations."""
+
+        def run(span, params, values) -> dict:
+            inner = {**env, **{p: _read(env, o) for o, p in loop.consts}}
+            inner.update(zip(params, values, strict=True))
+            self._run(span, inner, scope, annotated)
+            return inner
+
+        carried = [c[1] for c in loop.carries]
+        init = [_read(env, c[0], typed=True) for c in loop.carries]
+        if loop.primitive == "while":
+            inner = lambda carry: run(loop.body, carried, carry)  # noqa: E731
+            final = jax.lax.while_loop(
+                lambda carry: _read(run(loop.cond, loop.cond_params, carry), loop.pred),
+                lambda carry: [_read(inner(carry), c[2], typed=True) for c in loop.carries],
+                init,
+            )
+            env.update(zip((c[3] for c in loop.carries), final, strict=True))
+            return
+
+        def step(carry, x):
+            inner = run(loop.body, carried + [p for _, p in loop.xs], [*carry, *x])
+            carry = [_read(inner, c[2], typed=True) for c in loop.carries]
+            return carry, [_read(inner, y, typed=True) for y, _ in loop.ys]
+
+        xs = [_read(env, o) for o, _ in loop.xs]
+        final, ys = jax.lax.scan(step, init, xs, length=loop.trips, reverse=loop.reverse)
+        env.update(zip((c[3] for c in loop.carries), final, strict=True))
+        env.update(zip((s for _, s in loop.ys), ys, strict=True))
+
+    def _run_cond(self, cond: Cond, env: dict, scope: bool, annotated: bool) -> None:
+        """One lax.switch whose branches run their equations."""
+
+        def branch(b: int):
+            def run():
+                inner = {**env, **{ps[b]: _read(env, op) for op, ps in cond.operands}}
+                self._run(cond.branches[b], inner, scope, annotated)
+                return [_read(inner, rs[b], typed=True) for rs, _ in cond.results]
+
+            return run
+
+        index = _read(env, cond.selector)
+        outs = jax.lax.switch(index, [branch(b) for b in range(len(cond.branches))])
+        env.update(zip((out for _, out in cond.results), outs, strict=True))
 
     def __call__(self, *args):
         flat = self.evaluate(*self.flatten_args(*args))
@@ -193,14 +180,31 @@ class Program:
             return f"{v.name}:{v.type_text(sharding)}"
 
         lines = ["{ lambda " + "; ".join(typed(v) for v in self.inputs) + ". let"]
+        marks = self._region_marks()
         for e in self.equations:
+            lines += marks.get(e.index, [])
             outs = " ".join(typed(v) for v in e.outputs)
             ins = " ".join(v.name if isinstance(v, Value) else repr(v) for v in e.inputs)
             fixed = "  # fixed" if any(v in self.annotations for v in e.outputs) else ""
             lines.append(f"  {outs} = {e.primitive}{_params_text(e)} {ins}{fixed}")
+        lines += marks.get(len(self.equations), [])
         outs = ", ".join(v.name if isinstance(v, Value) else repr(v) for v in self.outputs)
         lines.append(f"  in ({outs}) }}")
         return "\n".join(lines)
+
+    def _region_marks(self) -> dict[int, list[str]]:
+        """Comment lines before equation i: where each loop's body or condition and each
+        cond's branch begins and ends."""
+        marks: dict[int, list[str]] = {}
+        spans = [(loop.body, f"{loop.primitive} body × {loop.trips}") for loop in self.loops]
+        spans = [(b, "while body" if "while" in t else t) for b, t in spans]
+        spans += [(loop.cond, "while condition") for loop in self.loops if loop.pred is not None]
+        spans += [(b, f"cond branch {k}") for c in self.conds for k, b in enumerate(c.branches)]
+        for span, title in sorted(spans, key=lambda s: (s[0].start, -s[0].stop)):
+            marks.setdefault(span.start, []).append(f"  # {title} {{")
+        for span, _ in sorted(spans, key=lambda s: (s[0].stop, -s[0].start)):
+            marks.setdefault(span.stop, []).insert(0, "  # }")
+        return marks
 
     def __str__(self) -> str:
         return self.pretty()
@@ -231,72 +235,6 @@ def _params_text(e: Equation) -> str:
 
 
 # --- tracing ----------------------------------------------------------------------------
-def _names():
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    for n in itertools.count(1):
-        for combo in itertools.product(letters, repeat=n):
-            yield "".join(combo)
-
-
-class _Builder:
-    """Walks a jaxpr, inlining calls, assigning Values in program order."""
-
-    def __init__(self):
-        self.names = _names()
-        self.count = itertools.count()
-        self.equations: list[Equation] = []
-        self.annotations: dict[Value, Sharding] = {}
-
-    def new_value(self, aval) -> Value:
-        return Value(
-            next(self.count),
-            tuple(int(n) for n in aval.shape),
-            np.dtype(aval.dtype),
-            next(self.names),
-        )
-
-    def read(self, env, atom):
-        if isinstance(atom, jex.Literal):
-            value = atom.val
-            return Literal(value, tuple(np.shape(value)), np.dtype(atom.aval.dtype))
-        return env[atom]
-
-    def walk(self, jaxpr, consts, args) -> list:
-        env: dict = {}
-        for var, c in zip(jaxpr.constvars, consts, strict=True):
-            env[var] = Literal(c, tuple(np.shape(c)), np.dtype(var.aval.dtype))
-        env.update(zip(jaxpr.invars, args, strict=True))
-        for eqn in jaxpr.eqns:
-            self.equation(env, eqn)
-        return [self.read(env, v) for v in jaxpr.outvars]
-
-    def equation(self, env, eqn) -> None:
-        name = eqn.primitive.name
-        ins = [self.read(env, v) for v in eqn.invars]
-        if name in INLINED:
-            body = eqn.params[INLINED[name]]
-            consts = getattr(body, "consts", [])
-            outs = self.walk(getattr(body, "jaxpr", body), consts, ins)
-            env.update(zip(eqn.outvars, outs, strict=True))
-            return
-        if name in REJECTED:
-            raise NotImplementedError(
-                f"gv.trace does not model control flow: primitive {name!r} ({REJECTED[name]})"
-            )
-        outs = [self.new_value(v.aval) for v in eqn.outvars]
-        env.update(zip(eqn.outvars, outs, strict=True))
-        e = Equation(len(self.equations), name, tuple(ins), tuple(outs), dict(eqn.params), eqn)
-        self.equations.append(e)
-        if name == CONSTRAINT:
-            self.annotate(e)
-
-    def annotate(self, e: Equation) -> None:
-        sharding = Sharding.from_named_sharding(e.params["sharding"])
-        out = e.outputs[0]
-        sharding.check_rank(out.ndim)
-        self.annotations[out] = sharding
-
-
 def _common_mesh(annotations: dict) -> Mesh | None:
     meshes = list(dict.fromkeys(s.mesh for s in annotations.values()))
     if len(meshes) > 1:
@@ -312,7 +250,7 @@ def trace(f, *args) -> Program:
     closed, out_shape = jax.make_jaxpr(f, return_shape=True)(*args)
     _, in_tree = jax.tree.flatten(args)
     out_tree = jax.tree.structure(out_shape)
-    b = _Builder()
+    b = Builder()
     inputs = [b.new_value(v.aval) for v in closed.jaxpr.invars]
     outputs = b.walk(closed.jaxpr, closed.consts, inputs)
     return Program(
@@ -323,4 +261,7 @@ def trace(f, *args) -> Program:
         mesh=_common_mesh(b.annotations),
         in_tree=in_tree,
         out_tree=out_tree,
+        calls=tuple(b.calls),
+        loops=tuple(b.loops),
+        conds=tuple(b.conds),
     )

@@ -14,6 +14,8 @@ An Entry holds
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
   identity        an annotation: nothing to compute on a device
+  edge            a loop's data-flow edge (values.Loop): its operands and results share one
+                  sharding; partition.py runs the loop, nothing runs for the edge itself
 To add a primitive: `register("name other_name", family, **facts)` below, once.
 A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replicated.
 # Shardy: createOpShardingRule; XLA: SpmdPartitioningVisitor::Handle* per opcode
@@ -39,6 +41,7 @@ class Entry:
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     identity: bool = False
     known: bool = True
+    edge: bool = False
 
 
 REGISTRY: dict[str, Entry] = {}
@@ -137,3 +140,6 @@ register(
     families.reduce_window,
     halo_free_dims=_reduce_window_halo_free,
 )
+register("loop_const loop_carry branch_operand branch_result", families.elementwise, edge=True)
+register("loop_slice", families.loop_slice, edge=True)
+register("loop_stack", families.loop_stack, edge=True)

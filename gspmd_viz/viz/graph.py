@@ -91,6 +91,9 @@ def program_graph(
             shape="ellipse",
             fillcolor=colour(v),
         )
+    clusters = _clusters(program)
+    # a loop's carry edge reads the body's result, made further down
+    source |= {v: f"e{e.index}" for e in program.equations for v in e.outputs}
     for e in program.equations:
         out = e.outputs[0]
         attrs = {"fillcolor": colour(out)}
@@ -101,18 +104,56 @@ def program_graph(
         if e.index in highlight:
             attrs |= {"color": HIGHLIGHT, "penwidth": "3"}
         note = " / ".join(x for x in (notes.get(e.index), marked.get(e.index)) if x) or None
-        g.node(
+        _owner(clusters, e.index, g).node(
             f"e{e.index}",
             _label(f"{e.index}: {e.primitive}", out, shardings.get(out), note),
             **attrs,
         )
-        for v in e.outputs:
-            source[v] = f"e{e.index}"
         for v in dict.fromkeys(e.value_inputs):
             src = source[v]
             key = (int(src[1:]) if src.startswith("e") else -1 - int(src[2:]), e.index)
             g.edge(src, f"e{e.index}", label=edge_labels.get(key, ""))
+    _attach(clusters, g)
     return g
+
+
+# --- loops and branches as clusters ------------------------------------------------------------
+
+
+def _titles(program: Program) -> list[tuple[range, str]]:
+    """(equations, title) of every loop body, while condition and cond branch."""
+    out = []
+    for loop in program.loops:
+        carried = ", ".join(c[1].name for c in loop.carries)
+        trips = "data-dependent trips" if loop.counted else f"× {loop.trips} trips"
+        out.append((loop.body, f"{loop.primitive} body, {trips}; carries {carried or '-'}"))
+        if loop.pred is not None:
+            out.append((loop.cond, "while condition (replicated predicate)"))
+    for c in program.conds:
+        out += [(b, f"cond branch {k} of {len(c.branches)}") for k, b in enumerate(c.branches)]
+    return [(span, title) for span, title in out if span]
+
+
+def _clusters(program: Program) -> list[tuple[range, graphviz.Digraph]]:
+    """One dashed cluster per body, condition or branch, innermost (shortest) first."""
+    found = []
+    for k, (span, title) in enumerate(sorted(_titles(program), key=lambda t: len(t[0]))):
+        sub = graphviz.Digraph(name=f"cluster_{k}")
+        sub.attr(label=title, style="rounded,dashed", color="#555555", fontsize="10")
+        found.append((span, sub))
+    return found
+
+
+def _owner(clusters, index: int, g: graphviz.Digraph) -> graphviz.Digraph:
+    """The innermost cluster holding equation `index` (the graph itself when none does)."""
+    return next((sub for span, sub in clusters if index in span), g)
+
+
+def _attach(clusters, g: graphviz.Digraph) -> None:
+    """Nest each cluster in the next bigger one holding it, innermost first."""
+    for k, (span, sub) in enumerate(clusters):
+        parent = next((p for s, p in clusters[k + 1 :] if span.start in s), g)
+        parent.subgraph(sub)
 
 
 def svg(graph: graphviz.Digraph) -> str:

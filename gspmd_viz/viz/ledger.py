@@ -14,7 +14,7 @@ import re
 
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.spmd import Combine, Reshard
+from gspmd_viz.core.spmd import Combine, Reshard, instruction_collectives
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
@@ -28,7 +28,8 @@ def payload_bytes(c) -> float:
 
 
 def seconds(c, chip: str) -> float:
-    return collective_time(c.kind, payload_bytes(c), c.group_size, chip)
+    """Time on `chip` over every trip of the loops around the collective."""
+    return c.trips * collective_time(c.kind, payload_bytes(c), c.group_size, chip)
 
 
 # --- rows: one per collective, with the graph edge it belongs to -------------------------------
@@ -42,13 +43,13 @@ def _node(program, v: Value) -> int:
 
 def rows(spmd: SPMDProgram, chip: str = "tpu-v3") -> list[dict]:
     out = []
-    for ins in spmd.instructions:
+    for ins, collectives in instruction_collectives(spmd.instructions):  # loops opened up
         if not isinstance(ins, (Reshard, Combine)) or ins.value.id < 0:
             continue
         consumer = getattr(ins, "consumer", None)
         src = _node(spmd.program, ins.value)
         edge = (src, consumer.index) if consumer is not None else None
-        for c in ins.collectives:
+        for c in collectives:
             out.append(
                 {
                     "collective": c,
@@ -110,6 +111,7 @@ def ledger_graph(spmd: SPMDProgram, chip: str = "tpu-v3"):
     for r in rows(spmd, chip):
         c = r["collective"]
         text = f"{c.kind}({','.join(c.axes)}) {format_bytes(c.wire_bytes)}"
+        text += f" (× {c.trips} trips)" if c.trips != 1 else ""
         if r["edge"] is not None:
             edges.setdefault(r["edge"], []).append(text)
         elif r["node"] >= 0:

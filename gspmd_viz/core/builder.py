@@ -1,0 +1,226 @@
+"""Walking a jaxpr into flat records: calls inlined (their boundary kept as a Call),
+`mesh_split` annotations read back as fixed shardings, control flow refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax.extend.core as jex
+import numpy as np
+
+from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
+
+# Call-like primitives whose body we inline, and the param holding the body. jax 0.10.2 names
+# jax.checkpoint `remat2`; a custom_vjp under remat with optimize_remat binds `remat_opt`, whose
+# forward body returns the outputs and residuals it declares.
+INLINED = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",  # the primal body; the jvp rule is not needed here
+    "custom_vjp_call": "call_jaxpr",
+    "checkpoint": "jaxpr",
+    "remat": "jaxpr",
+    "remat2": "jaxpr",
+    "remat_opt": "fwd_jaxpr",
+}
+# Control flow we do not model (its body would need its own propagation), and what to do.
+_PER_DEVICE = "it is already per-device code: trace the global function instead"
+REJECTED = {
+    "shard_map": _PER_DEVICE,
+    "pmap": _PER_DEVICE,
+    "xla_pmap": _PER_DEVICE,
+}
+
+
+def _names():
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            yield "".join(combo)
+
+
+class Builder:
+    """Walks a jaxpr, inlining calls, assigning Values in program order."""
+
+    def __init__(self):
+        self.names = _names()
+        self.count = itertools.count()
+        self.equations: list[Equation] = []
+        self.annotations: dict[Value, Sharding] = {}
+        self.calls: list[Call] = []
+        self.scope: list[int] = []  # the calls being inlined, outermost first
+        self.loops: list[Loop] = []
+        self.conds: list[Cond] = []
+
+    def new_value(self, aval) -> Value:
+        return Value(
+            next(self.count),
+            tuple(int(n) for n in aval.shape),
+            np.dtype(aval.dtype),
+            next(self.names),
+        )
+
+    def read(self, env, atom):
+        if isinstance(atom, jex.Literal):
+            value = atom.val
+            return Literal(value, tuple(np.shape(value)), np.dtype(atom.aval.dtype))
+        return env[atom]
+
+    def walk(self, jaxpr, consts, args) -> list:
+        env: dict = {}
+        for var, c in zip(jaxpr.constvars, consts, strict=True):
+            env[var] = Literal(c, tuple(np.shape(c)), np.dtype(var.aval.dtype))
+        env.update(zip(jaxpr.invars, args, strict=True))
+        for eqn in jaxpr.eqns:
+            self.equation(env, eqn)
+        return [self.read(env, v) for v in jaxpr.outvars]
+
+    def equation(self, env, eqn) -> None:
+        name = eqn.primitive.name
+        ins = [self.read(env, v) for v in eqn.invars]
+        if name in INLINED:
+            env.update(zip(eqn.outvars, self.inline(eqn, ins), strict=True))
+            return
+        if name == "cond":
+            env.update(zip(eqn.outvars, self.cond(eqn, ins), strict=True))
+            return
+        if name in ("scan", "while"):
+            outs = self.scan(eqn, ins) if name == "scan" else self.while_loop(eqn, ins)
+            env.update(zip(eqn.outvars, outs, strict=True))
+            return
+        if name in REJECTED:
+            operands = ", ".join(repr(v) for v in ins) or "no operands"
+            raise NotImplementedError(
+                f"gv.trace does not model primitive {name!r} (here on {operands}): {REJECTED[name]}"
+            )
+        outs = [self.new_value(v.aval) for v in eqn.outvars]
+        env.update(zip(eqn.outvars, outs, strict=True))
+        e = self.emit(name, ins, outs, dict(eqn.params), eqn)
+        if name == CONSTRAINT:
+            self.annotate(e)
+
+    def emit(self, name, ins, outs, params=None, eqn=None, at=None) -> Equation:
+        """Append an equation (or fill the slot `at` reserved earlier)."""
+        call = self.scope[-1] if self.scope else None
+        index = len(self.equations) if at is None else at
+        e = Equation(index, name, tuple(ins), tuple(outs), params or {}, eqn, call)
+        if at is None:
+            self.equations.append(e)
+        else:
+            self.equations[at] = e
+        return e
+
+    def scan(self, eqn, ins) -> list:
+        """`scan` as one region: entry edges, the body once, exit edges (see values.Loop)."""
+        p, body = eqn.params, eqn.params["jaxpr"]
+        nc, nk = p["num_consts"], p["num_carry"]
+        first = len(self.equations)
+        params = [self.new_value(v.aval) for v in body.jaxpr.invars]
+        for outer, param in zip(ins[:nc], params[:nc], strict=True):
+            self.emit("loop_const", [outer], [param])
+        finals = [self.new_value(v.aval) for v in eqn.outvars[:nk]]
+        carry_slots = self.reserve(nk)
+        for outer, param in zip(ins[nc + nk :], params[nc + nk :], strict=True):
+            self.emit("loop_slice", [outer], [param])
+        start = len(self.equations)
+        results = self.walk(body.jaxpr, body.consts, params)
+        stop = len(self.equations)
+        carries = tuple(zip(ins[nc:], params[nc:], results, finals, strict=False))  # first nk
+        for slot, (init, param, result, final) in zip(carry_slots, carries, strict=True):
+            self.emit("loop_carry", [init, result], [param, final], at=slot)
+        ys = [self.new_value(v.aval) for v in eqn.outvars[nk:]]
+        for y, stacked in zip(results[nk:], ys, strict=True):
+            self.emit("loop_stack", [y], [stacked], {"length": p["length"]})
+        loop = Loop(
+            len(self.loops), "scan", range(first, len(self.equations)), range(start, stop),
+            p["length"], p["reverse"], tuple(zip(ins[:nc], params[:nc], strict=True)), carries,
+            tuple(zip(ins[nc + nk :], params[nc + nk :], strict=True)),
+            tuple(zip(results[nk:], ys, strict=True)),
+        )  # fmt: skip
+        self.loops.append(loop)
+        return finals + ys
+
+    def inline(self, eqn, ins) -> list:
+        """Walk a call's body in place, recording its boundary as a Call."""
+        name = eqn.primitive.name
+        body = eqn.params[INLINED[name]]
+        index, first = len(self.calls), len(self.equations)
+        parent = self.scope[-1] if self.scope else None
+        self.calls.append(None)  # reserved, so nested calls number after this one
+        self.scope.append(index)
+        outs = self.walk(getattr(body, "jaxpr", body), getattr(body, "consts", []), ins)
+        self.scope.pop()
+        label = str(eqn.params.get("name") or _function_name(body) or name)
+        span = range(first, len(self.equations))
+        self.calls[index] = Call(index, name, label, parent, span, tuple(ins), tuple(outs))
+        return outs
+
+    def reserve(self, n: int) -> list[int]:
+        """n equation slots, filled once the loop's body results exist."""
+        self.equations += [None] * n
+        return list(range(len(self.equations) - n, len(self.equations)))
+
+    def while_loop(self, eqn, ins) -> list:
+        """`while` as one region: const and carry edges, the condition once, the body once."""
+        p, cj, bj = eqn.params, eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        first, init = len(self.equations), ins[cn + bn :]
+        cparams = [self.new_value(v.aval) for v in cj.jaxpr.invars]
+        bparams = [self.new_value(v.aval) for v in bj.jaxpr.invars]
+        consts = list(zip(ins[:cn], cparams[:cn], strict=True))
+        consts += zip(ins[cn : cn + bn], bparams[:bn], strict=True)
+        for outer, param in consts:
+            self.emit("loop_const", [outer], [param])
+        finals = [self.new_value(v.aval) for v in eqn.outvars]
+        slots = self.reserve(len(init))
+        start = len(self.equations)
+        (pred,) = self.walk(cj.jaxpr, cj.consts, cparams)
+        middle = len(self.equations)
+        results = self.walk(bj.jaxpr, bj.consts, bparams)
+        carries = tuple(zip(init, bparams[bn:], results, finals, strict=True))
+        for slot, (i, b, r, f), c in zip(slots, carries, cparams[cn:], strict=True):
+            self.emit("loop_carry", [i, r], [b, c, f], at=slot)
+        loop = Loop(
+            len(self.loops), "while", range(first, len(self.equations)),
+            range(middle, len(self.equations)), 1, False, tuple(consts), carries, (), (),
+            range(start, middle), tuple(cparams[cn:]), pred,
+        )  # fmt: skip
+        self.loops.append(loop)
+        return finals
+
+    def cond(self, eqn, ins) -> list:
+        """`cond` as one region: operand edges, every branch once, result edges."""
+        branches, (selector, *operands) = eqn.params["branches"], ins
+        first = len(self.equations)
+        params = [[self.new_value(v.aval) for v in b.jaxpr.invars] for b in branches]
+        for k, op in enumerate(operands):
+            self.emit("branch_operand", [op], [ps[k] for ps in params])
+        spans, results = [], []
+        for b, ps in zip(branches, params, strict=True):
+            start = len(self.equations)
+            results.append(self.walk(b.jaxpr, b.consts, ps))
+            spans.append(range(start, len(self.equations)))
+        outs = [self.new_value(v.aval) for v in eqn.outvars]
+        for j, out in enumerate(outs):
+            self.emit("branch_result", [r[j] for r in results], [out])
+        ops = tuple((op, tuple(ps[k] for ps in params)) for k, op in enumerate(operands))
+        ress = tuple((tuple(r[j] for r in results), out) for j, out in enumerate(outs))
+        span = range(first, len(self.equations))
+        self.conds.append(Cond(len(self.conds), span, tuple(spans), selector, ops, ress))
+        return outs
+
+    def annotate(self, e: Equation) -> None:
+        sharding = Sharding.from_named_sharding(e.params["sharding"])
+        out = e.outputs[0]
+        sharding.check_rank(out.ndim)
+        self.annotations[out] = sharding
+
+
+def _function_name(body) -> str | None:
+    """The name of the Python function a call's body was traced from, when jax kept it."""
+    info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
+    return getattr(info, "func_name", None)

@@ -1,0 +1,136 @@
+"""Loops in the partitioner: a loop's region of the flat program becomes one RunLoop whose
+body is partitioned once (so partitioning time does not grow with the trip count).
+
+The carried values keep one sharding on entry, in the body and on exit (propagation settled
+it on the loop's data-flow edges): the initial value is resharded to it before the loop, the
+body's result back to it at the end of the body (inside the loop: per trip). Stacked `xs`
+enter with their scanned dim whole and the body's sharding on the others; each iteration's
+`y` leaves in its propagated sharding and is stacked the same way.
+# XLA: SpmdPartitioningVisitor::HandleWhile (operand, parameter, root and result share one
+#      sharding; the body is partitioned once)
+"""
+
+from collections.abc import Iterator
+
+from gspmd_viz.core.program import Cond, Equation, Loop, Program, Value
+from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.spmd import RunCond, RunLoop
+
+
+def units(program: Program, span: range) -> Iterator[Equation | Loop | Cond]:
+    """The equations of `span` in order, each outermost loop or cond region as one unit."""
+    i = span.start
+    while i < span.stop:
+        region = program.region_at.get(i)
+        yield region if region is not None else program.equations[i]
+        i = region.region.stop if region is not None else i + 1
+
+
+def unit_outputs(unit) -> set:
+    if isinstance(unit, Loop):
+        return {c[3] for c in unit.carries} | {s for _, s in unit.ys}
+    if isinstance(unit, Cond):
+        return {out for _, out in unit.results}
+    return set(unit.outputs)
+
+
+def unit_inputs(unit) -> set:
+    if isinstance(unit, Loop):
+        operands = [o for o, _ in unit.consts] + [c[0] for c in unit.carries]
+        operands += [o for o, _ in unit.xs]
+    elif isinstance(unit, Cond):
+        operands = [unit.selector] + [o for o, _ in unit.operands]
+    else:
+        return set(unit.value_inputs)
+    return {v for v in operands if isinstance(v, Value)}
+
+
+def live_units(program: Program, span: range, needed: set) -> list:
+    """The units some needed value depends on (dead code would still cost collectives)."""
+    needed, keep = set(needed), []
+    for unit in reversed(list(units(program, span))):
+        if needed & unit_outputs(unit):
+            keep.append(unit)
+            needed |= unit_inputs(unit)
+    return keep[::-1]
+
+
+def _stacked(s: Sharding) -> Sharding:
+    """The sharding of a stacked value whose slices have sharding s (scanned dim whole)."""
+    return Sharding(s.mesh, ((), *s.spec))
+
+
+def _propagated(p, v) -> Sharding:
+    return Sharding(p.mesh, p.prop.sharding(v).spec)
+
+
+def _inside(p, span: range, params, needed) -> list:
+    """Partition `span` as its own instruction list (the body or condition of a loop): each
+    parameter enters in its own buffer and sharding; returns the instructions and buffers."""
+    outer, p.instructions = p.instructions, []
+    for v, s in params:
+        p.versions[v] = [(s, v.name)]
+    p.partition_units(live_units(p.program, span, {v for v, _ in needed if isinstance(v, Value)}))
+    edge = p.program.producer
+    names = [p.buffer(v, s, edge.get(v)) for v, s in needed]
+    inner, p.instructions = p.instructions, outer
+    return inner, names
+
+
+def partition_loop(p, loop: Loop) -> RunLoop:
+    """The RunLoop for `loop`; `p` is the Partitioner (its buffers, versions, instructions)."""
+    edge, carried = p.program.producer, [_propagated(p, c[1]) for c in loop.carries]
+    for outer, param in loop.consts:
+        p.versions[param] = [(_propagated(p, param), p.buffer(outer, _propagated(p, param), None))]
+    init = [p.buffer(c[0], s, edge[c[1]]) for c, s in zip(loop.carries, carried, strict=True)]
+    sliced = [_propagated(p, x) for _, x in loop.xs]
+    xs = [p.buffer(o, _stacked(s), edge[x]) for (o, x), s in zip(loop.xs, sliced, strict=True)]
+    ys_sh = [Sharding(p.mesh, p.prop.sharding(s).spec[1:]) for _, s in loop.ys]
+    params = [(c[1], s) for c, s in zip(loop.carries, carried, strict=True)]
+    params += [(x, s) for (_, x), s in zip(loop.xs, sliced, strict=True)]
+    needed = [(c[2], s) for c, s in zip(loop.carries, carried, strict=True)]
+    needed += [(y, s) for (y, _), s in zip(loop.ys, ys_sh, strict=True)]
+    body, names = _inside(p, loop.body, params, needed)
+    cond, pred = (), None
+    if loop.pred is not None:  # the predicate is replicated: every device takes the same branch
+        cparams = list(zip(loop.cond_params, carried, strict=True))
+        cond, (pred,) = _inside(p, loop.cond, cparams, [(loop.pred, Sharding(p.mesh, ()))])
+    for c, s in zip(loop.carries, carried, strict=True):
+        p.versions[c[3]] = [(s, c[3].name)]
+    for (_, st), s in zip(loop.ys, ys_sh, strict=True):
+        p.versions[st] = [(_stacked(s), st.name)]
+    nk = len(loop.carries)
+    return RunLoop(
+        loop, tuple(init), tuple(xs), tuple(c[1].name for c in loop.carries),
+        tuple(x.name for _, x in loop.xs), tuple(body), tuple(names[:nk]), tuple(names[nk:]),
+        tuple(c[3].name for c in loop.carries), tuple(st.name for _, st in loop.ys),
+        tuple(carried), tuple(cond), tuple(v.name for v in loop.cond_params), pred,
+    )  # fmt: skip
+
+
+def partition_cond(p, cond: Cond) -> RunCond:
+    """The RunCond for `cond`: each branch partitioned once; a branch parameter is its operand
+    (every version of it already made), so a branch reshards only what it uses, inside the
+    branch; its results leave in the cond result's propagated sharding (every branch hands
+    back the same layout)."""
+    selector = p.buffer(cond.selector, Sharding(p.mesh, ()), None)
+    operands = []
+    for op, _ in cond.operands:
+        if not isinstance(op, Value):  # a literal operand: one replicated buffer
+            op_buffer = p.buffer(op, Sharding(p.mesh, ()), None)
+            op = Value(-1, op.shape, op.dtype, op_buffer)
+            p.versions[op] = [(Sharding(p.mesh, ()), op_buffer)]
+        operands.append(op)
+    outs = [_propagated(p, out) for _, out in cond.results]
+    branches, results = [], []
+    for b, span in enumerate(cond.branches):
+        for op, (_, ps) in zip(operands, cond.operands, strict=True):
+            p.versions[ps[b]] = list(p.versions[op])
+        needed = [(rs[b], s) for (rs, _), s in zip(cond.results, outs, strict=True)]
+        body, names = _inside(p, span, [], needed)
+        branches.append(tuple(body))
+        results.append(tuple(names))
+    for (_, out), s in zip(cond.results, outs, strict=True):
+        p.versions[out] = [(s, out.name)]
+    final = tuple(out.name for _, out in cond.results)
+    return RunCond(cond, selector, tuple(branches), tuple(results), final, tuple(outs))
