@@ -21,9 +21,11 @@ Read the modules top to bottom in this order; each imports only modules above it
   partition    split regions partition
                                      choosing each equation's split; loops partitioned
                                      once into a per-device loop; the pass itself
+  programs     pipeline training     built on the above: pipeline schedules run under
+                                     shard_map; weight-update sharding by annotations alone
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
 Module order: devices mesh hlo sharding annotate values builder program factors families registry
 propagation propagate collective moves reshard spmd lower kernels combine execute split regions
-partition
+partition pipeline training
 """
