@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from gspmd_viz.sim import cost
 from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.registry import closed_form
 from gspmd_viz.sim.topology import Topology, torus
 
 Placement = dict  # logical axis -> tuple of (physical dim, size) pieces
@@ -77,7 +77,7 @@ def collective_seconds(kind: str, nbytes: float, sub: Topology, chip="tpu-v3") -
     if kind == "collective-permute":
         spec = get_chip(chip)
         return nbytes / spec.ici_link_bandwidth_Bps + spec.hop_latency_s
-    return cost.closed_form(sub, kind, float(nbytes), chip=chip)
+    return closed_form(sub, kind, float(nbytes), chip=chip)
 
 
 def describe(placement: Placement, topo: Topology) -> str:
