@@ -1,0 +1,163 @@
+"""Windowed primitives seen per operand dim, and one spatially partitioned run of them.
+
+`window_of(eqn)` reads a `conv_general_dilated` / `reduce_window_*` equation as
+{operand-0 dim: Window} plus the output dim each one becomes; `local_params` rewrites the
+equation's parameters for the per-device op that runs on window-ready input (no padding and no
+base dilation on the sharded dims: `window_ready` did both). `run_spatially` runs a one-op
+function with some operand dims split over mesh axes, under `jax.shard_map`, and returns the
+result with every collective-permute it issued.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec
+
+from gspmd_viz.core.halo import halo_plan
+from gspmd_viz.core.halo_exchange import SpatialSplit, halo_permutes, window_ready
+from gspmd_viz.core.mesh import Mesh
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """One operand dim of a windowed op (window 1, stride 1, no padding: a plain dim)."""
+
+    window: int = 1
+    stride: int = 1
+    dilation: int = 1
+    base_dilation: int = 1
+    padding: tuple[int, int] = (0, 0)
+    out_dim: int = 0
+    param_index: int | None = None  # position in the primitive's per-spatial-dim params
+
+
+def _conv_windows(eqn) -> dict[int, Window]:
+    p, (lhs, rhs) = eqn.params, eqn.invars
+    dn = p["dimension_numbers"]
+    dims = {dn.lhs_spec[0]: Window(out_dim=dn.out_spec[0])}  # batch passes through
+    for k, d in enumerate(dn.lhs_spec[2:]):
+        dims[d] = Window(
+            rhs.aval.shape[dn.rhs_spec[2 + k]],
+            p["window_strides"][k],
+            p["rhs_dilation"][k],
+            p["lhs_dilation"][k],
+            tuple(p["padding"][k]),
+            dn.out_spec[2 + k],
+            k,
+        )
+    return dims
+
+
+def _reduce_windows(eqn) -> dict[int, Window]:
+    p = eqn.params
+    keys = ("window_dimensions", "window_strides", "window_dilation", "base_dilation", "padding")
+    return {
+        d: Window(*(p[k][d] for k in keys[:4]), tuple(p["padding"][d]), d, d)
+        for d in range(eqn.invars[0].aval.ndim)
+    }
+
+
+# pad value per primitive: what a window reads where there is no data (XLA: the init value)
+WINDOWED = {
+    "conv_general_dilated": (_conv_windows, 0.0),
+    "reduce_window_sum": (_reduce_windows, 0.0),
+    "reduce_window_max": (_reduce_windows, -np.inf),
+    "reduce_window_min": (_reduce_windows, np.inf),
+}
+
+
+def window_of(eqn) -> dict[int, Window]:
+    """{operand-0 dim: Window} for the dims a spatial split may cut."""
+    if eqn.primitive.name not in WINDOWED:
+        raise ValueError(
+            f"{eqn.primitive.name} is not a windowed op; halo exchange partitions "
+            f"{', '.join(WINDOWED)}"
+        )
+    return WINDOWED[eqn.primitive.name][0](eqn)
+
+
+def pad_value(eqn):
+    return WINDOWED[eqn.primitive.name][1]
+
+
+def local_params(eqn, dims) -> dict:
+    """The equation's params with padding (0, 0) and base dilation 1 on the split `dims`."""
+    p, windows = dict(eqn.params), window_of(eqn)
+    conv = eqn.primitive.name == "conv_general_dilated"
+    pad_key, dil_key = ("padding", "lhs_dilation") if conv else ("padding", "base_dilation")
+    padding, base = list(p[pad_key]), list(p[dil_key])
+    for d in dims:
+        k = windows[d].param_index
+        if k is not None:
+            padding[k], base[k] = (0, 0), 1
+    p[pad_key], p[dil_key] = tuple(tuple(x) for x in padding), tuple(base)
+    return p
+
+
+def splits_for(eqn, axes: Mapping[int, str], mesh: Mesh) -> list[SpatialSplit]:
+    """One SpatialSplit per operand-0 dim in `axes`, with its halo plan."""
+    windows, shape = window_of(eqn), eqn.invars[0].aval.shape
+    out = []
+    for dim, axis in axes.items():
+        if dim not in windows:
+            raise ValueError(
+                f"dim {dim} of {eqn.primitive.name}'s input is neither spatial nor batch: "
+                f"split one of dims {sorted(windows)}"
+            )
+        w = windows[dim]
+        plan = halo_plan(shape[dim], mesh.axis_size(axis), w.window, w.stride, w.dilation,
+                         w.base_dilation, w.padding)
+        out.append(SpatialSplit(dim, axis, plan))
+    return out
+
+
+def _pad_to_shards(x, splits):
+    # [N] -> pad right -> [shard * S]: every device holds a full shard (XLA's padded shape)
+    pads = [(0, 0)] * x.ndim
+    for s in splits:
+        pads[s.dim] = (0, s.plan.shard_size * s.plan.shards - x.shape[s.dim])
+    return jnp.pad(x, pads)
+
+
+def _spec(ndim: int, dims_axes: Mapping[int, str]) -> PartitionSpec:
+    return PartitionSpec(*(dims_axes.get(d) for d in range(ndim)))
+
+
+def _single_windowed_eqn(fn, args):
+    closed = jax.make_jaxpr(fn)(*args)
+    eqns = [e for e in closed.jaxpr.eqns if e.primitive.name in WINDOWED]
+    if len(closed.jaxpr.eqns) != 1 or len(eqns) != 1:
+        names = [e.primitive.name for e in closed.jaxpr.eqns]
+        raise ValueError(f"run_spatially takes a function of one windowed op, got {names}")
+    return eqns[0]
+
+
+def run_spatially(fn, *args, mesh: Mesh, axes: Mapping[int, str]):
+    """Run `fn` (one conv / reduce_window on args[0]) with args[0]'s `axes` dims split over mesh
+    axes, halos exchanged per device; other args replicated. Returns (result, permutes)."""
+    eqn = _single_windowed_eqn(fn, args)
+    splits = splits_for(eqn, axes, mesh)
+    windows, fill = window_of(eqn), pad_value(eqn)
+    params = local_params(eqn, [s.dim for s in splits])
+    out_ndim = eqn.outvars[0].aval.ndim
+
+    def per_device(x, *rest):
+        return eqn.primitive.bind(window_ready(x, splits, fill), *rest, **params)
+
+    x = _pad_to_shards(args[0], splits)
+    in_specs = (_spec(x.ndim, axes), *(PartitionSpec() for _ in args[1:]))
+    out_spec = _spec(out_ndim, {windows[d].out_dim: a for d, a in axes.items()})
+    run = jax.shard_map(
+        per_device, mesh=mesh.to_jax(), in_specs=in_specs, out_specs=out_spec, check_vma=False
+    )
+    result = jax.jit(run)(x, *args[1:])
+    result = result[tuple(slice(0, n) for n in eqn.outvars[0].aval.shape)]
+    local = list(x.shape)
+    for s in splits:
+        local[s.dim] //= s.plan.shards
+    return result, halo_permutes(splits, local, x.dtype)
