@@ -32,6 +32,7 @@ gv.use_cpu_devices gv.Mesh gv.Sharding gv.Sharding.from_hlo gv.Sharding.from_dim
 gv.mesh_split gv.trace gv.propagate gv.partition gv.reshard_plan gv.Collective
 gv.xla.propagate gv.xla.collectives gv.xla.compare
 gv.sim.torus gv.sim.preset gv.sim.simulate gv.sim.closed_form gv.sim.lower_bound gv.sim.algorithms
+gv.halo_plan
 """
 
 

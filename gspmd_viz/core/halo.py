@@ -64,7 +64,10 @@ def _check_int(name: str, value, low: int | None = 1) -> int:
 def _check_padding(padding) -> tuple[int, int]:
     if not isinstance(padding, (tuple, list)) or len(padding) != 2:
         raise ValueError(f"halo_plan: padding must be a pair (low, high) of ints, got {padding!r}")
-    return (_check_int("padding low", padding[0], None), _check_int("padding high", padding[1], None))
+    return (
+        _check_int("padding low", padding[0], None),
+        _check_int("padding high", padding[1], None),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +169,9 @@ class HaloPlan:
     def dilation_offsets(self) -> tuple[int, ...]:
         """Position of element start(i) after shard i's first window start (0 ≤ · < bd)."""
         c, s, pl = self.windows_per_shard, self.stride, self.padding[0]
-        return tuple(pl + r.start * self.base_dilation - s * c * i for i, r in enumerate(self.needs))
+        return tuple(
+            pl + r.start * self.base_dilation - s * c * i for i, r in enumerate(self.needs)
+        )
 
     @property
     def gather_instead(self) -> str:

@@ -164,8 +164,11 @@ def bytes_sent_per_device(permutes, mesh_shape: dict[str, int]) -> dict[tuple, i
         total = 0
         for p in permutes:
             axes = (p.split.axis,) if isinstance(p.split.axis, str) else p.split.axis
-            index = int(np.ravel_multi_index([coord[names.index(a)] for a in axes],
-                                             [mesh_shape[a] for a in axes]))
+            index = int(
+                np.ravel_multi_index(
+                    [coord[names.index(a)] for a in axes], [mesh_shape[a] for a in axes]
+                )
+            )
             total += p.bytes_per_sender * sum(src == index for src, _ in p.transfer.pairs)
         sent[tuple(coord)] = total
     return sent

@@ -11,7 +11,7 @@ result with every collective-permute it issued.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +19,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from gspmd_viz.core.halo import halo_plan
-from gspmd_viz.core.halo_exchange import SpatialSplit, halo_permutes, window_ready
+from gspmd_viz.core.halo_exchange import HaloPermute, SpatialSplit, halo_permutes, window_ready
 from gspmd_viz.core.mesh import Mesh
 
 
@@ -37,7 +37,7 @@ class Window:
 
 
 def _conv_windows(eqn) -> dict[int, Window]:
-    p, (lhs, rhs) = eqn.params, eqn.invars
+    p, rhs = eqn.params, eqn.invars[1]
     dn = p["dimension_numbers"]
     dims = {dn.lhs_spec[0]: Window(out_dim=dn.out_spec[0])}  # batch passes through
     for k, d in enumerate(dn.lhs_spec[2:]):
@@ -110,18 +110,18 @@ def splits_for(eqn, axes: Mapping[int, str], mesh: Mesh) -> list[SpatialSplit]:
                 f"split one of dims {sorted(windows)}"
             )
         w = windows[dim]
-        plan = halo_plan(shape[dim], mesh.axis_size(axis), w.window, w.stride, w.dilation,
-                         w.base_dilation, w.padding)
+        sizes = (shape[dim], mesh.axis_size(axis), w.window, w.stride, w.dilation)
+        plan = halo_plan(*sizes, w.base_dilation, w.padding)
         out.append(SpatialSplit(dim, axis, plan))
     return out
 
 
-def _pad_to_shards(x, splits):
-    # [N] -> pad right -> [shard * S]: every device holds a full shard (XLA's padded shape)
+def _pad_to_shards(x, splits, filler):
+    # [N] -> pad right with `filler` -> [shard * S]: every device holds a full shard
     pads = [(0, 0)] * x.ndim
     for s in splits:
         pads[s.dim] = (0, s.plan.shard_size * s.plan.shards - x.shape[s.dim])
-    return jnp.pad(x, pads)
+    return jnp.pad(x, pads, constant_values=filler)
 
 
 def _spec(ndim: int, dims_axes: Mapping[int, str]) -> PartitionSpec:
@@ -137,27 +137,46 @@ def _single_windowed_eqn(fn, args):
     return eqns[0]
 
 
-def run_spatially(fn, *args, mesh: Mesh, axes: Mapping[int, str]):
-    """Run `fn` (one conv / reduce_window on args[0]) with args[0]'s `axes` dims split over mesh
-    axes, halos exchanged per device; other args replicated. Returns (result, permutes)."""
+@dataclasses.dataclass(frozen=True)
+class SpatialProgram:
+    """A one-op function partitioned spatially: `program(*inputs)` runs it on the mesh."""
+
+    program: Callable
+    inputs: tuple
+    permutes: tuple[HaloPermute, ...]
+
+    def __call__(self):
+        return self.program(*self.inputs)
+
+
+def spatial_program(fn, *args, mesh: Mesh, axes: Mapping[int, str], filler=0.0):
+    """Partition `fn` (one conv / reduce_window on args[0]) with args[0]'s `axes` dims split
+    over mesh axes, halos exchanged per device; other args replicated. The uneven shards'
+    padding holds `filler` on the way in (the exchange masks it)."""
     eqn = _single_windowed_eqn(fn, args)
     splits = splits_for(eqn, axes, mesh)
     windows, fill = window_of(eqn), pad_value(eqn)
     params = local_params(eqn, [s.dim for s in splits])
-    out_ndim = eqn.outvars[0].aval.ndim
+    out_aval = eqn.outvars[0].aval
 
     def per_device(x, *rest):
+        # [.., shard, ..] -> window_ready -> [.., span, ..] -> op -> [.., c, ..]
         return eqn.primitive.bind(window_ready(x, splits, fill), *rest, **params)
 
-    x = _pad_to_shards(args[0], splits)
+    x = _pad_to_shards(args[0], splits, filler)
     in_specs = (_spec(x.ndim, axes), *(PartitionSpec() for _ in args[1:]))
-    out_spec = _spec(out_ndim, {windows[d].out_dim: a for d, a in axes.items()})
+    out_spec = _spec(out_aval.ndim, {windows[d].out_dim: a for d, a in axes.items()})
     run = jax.shard_map(
         per_device, mesh=mesh.to_jax(), in_specs=in_specs, out_specs=out_spec, check_vma=False
     )
-    result = jax.jit(run)(x, *args[1:])
-    result = result[tuple(slice(0, n) for n in eqn.outvars[0].aval.shape)]
-    local = list(x.shape)
-    for s in splits:
-        local[s.dim] //= s.plan.shards
-    return result, halo_permutes(splits, local, x.dtype)
+    crop = tuple(slice(0, n) for n in out_aval.shape)
+    shards = {s.dim: s.plan.shards for s in splits}
+    local = [n // shards.get(d, 1) for d, n in enumerate(x.shape)]
+    permutes = halo_permutes(splits, local, x.dtype)
+    return SpatialProgram(jax.jit(lambda *a: run(*a)[crop]), (x, *args[1:]), permutes)
+
+
+def run_spatially(fn, *args, mesh: Mesh, axes: Mapping[int, str]):
+    """`spatial_program(...)` run once: (result, the collective-permutes it issued)."""
+    prog = spatial_program(fn, *args, mesh=mesh, axes=axes)
+    return prog(), prog.permutes
