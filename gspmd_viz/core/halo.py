@@ -115,7 +115,7 @@ class HaloPlan:
         """The first input element at or after `position` of the padded, dilated input."""
         return _ceil_div(position - self.padding[0], self.base_dilation)
 
-    def _span_elements(self, first_window: int, windows: int) -> range:
+    def elements_under(self, first_window: int, windows: int = 1) -> range:
         """Input elements under `windows` windows from `first_window` (beyond [0, N): padding)."""
         begin = self.stride * first_window
         end = begin + self.stride * (windows - 1) + self.window_span
@@ -125,7 +125,7 @@ class HaloPlan:
     def needs(self) -> tuple[range, ...]:
         """Input elements [start(i), limit(i)) shard i's c windows cover (XLA's halo ranges)."""
         c = self.windows_per_shard
-        return tuple(self._span_elements(c * i, c) for i in range(self.shards))
+        return tuple(self.elements_under(c * i, c) for i in range(self.shards))
 
     @property
     def left(self) -> tuple[int, ...]:
@@ -140,7 +140,7 @@ class HaloPlan:
         """Real input elements shard i's real windows read: needs ∩ [0, N), empty if no window."""
         out = []
         for win in self.windows:
-            span = self._span_elements(win.start, len(win)) if win else range(0)
+            span = self.elements_under(win.start, len(win)) if win else range(0)
             lo, hi = max(span.start, 0), min(span.stop, self.size)
             out.append(range(lo, hi) if lo < hi else range(0))
         return tuple(out)
@@ -227,6 +227,20 @@ def _gather_reason(plan: HaloPlan) -> str:
             f"{n * s} elements: gathering the dim is cheaper"
         )
     return ""
+
+
+def padding_for(padding, size: int, window: int, stride: int = 1, dilation: int = 1):
+    """'SAME' / 'VALID' / (lo, hi) -> (lo, hi), as jax.lax pads a dim of `size` (SAME: ceil(N/s)
+    outputs, the odd element of padding on the high side)."""
+    if isinstance(padding, str):
+        if padding.upper() not in ("SAME", "VALID"):
+            raise ValueError(f"padding {padding!r}: write SAME, VALID or a pair (low, high)")
+        if padding.upper() == "VALID":
+            return (0, 0)
+        span = 1 + (window - 1) * dilation
+        total = max(0, (_ceil_div(size, stride) - 1) * stride + span - size)
+        return (total // 2, total - total // 2)
+    return _check_padding(padding)
 
 
 def halo_plan(
