@@ -11,7 +11,7 @@ from jax import lax
 import gspmd_viz as gv
 from gspmd_viz.core.halo_ops import spatial_program
 from gspmd_viz.viz import halo_draw
-from gspmd_viz.viz.halo import SHARDS, HaloWidget, parse_image, parse_padding
+from gspmd_viz.viz.halo import SHARDS, HaloWidget, caption, parse_image, parse_padding
 
 
 def _arrows(svg_text: str) -> int:
@@ -45,7 +45,7 @@ def test_each_exchange_frame_draws_one_arrow_per_link():
 def test_negative_halos_of_the_reference_example():
     sc = halo_draw.scene((1, 10), 1, 2, 1, 1, "VALID", (1, 4))
     assert sc.plans[1].left == (0, -1, -2, -3) and sc.plans[1].right == (0, 1, 2, 3)
-    assert "[0, -1, -2, -3]" in halo_draw.caption(sc, 1)
+    assert "[0, -1, -2, -3]" in caption(sc, 1)
 
 
 def test_parsers_never_evaluate_and_say_what_to_write():
@@ -93,7 +93,7 @@ def test_every_control_through_every_option():
     w.image.value = "20"  # a 1-D signal with 8 row shards is a bad combination
     assert "1 row shard" in w.message.value and "opacity:0.3" in w.picture.value
     w.rows.value = 1
-    assert _ok(w) and "signal" in halo_draw.caption(w.scene, 0)
+    assert _ok(w) and "signal" in caption(w.scene, 0)
     w.image.value = "64x64"
     w.cols.value, w.rows.value = 8, 8
     assert _ok(w)
@@ -131,5 +131,5 @@ def test_bytes_per_device_in_the_caption_add_up():
                 for p in sc.permutes]  # fmt: skip
     assert total == sum(per_link)
     assert re.search(rf"Whole exchange: {re.escape(gv.units.format_bytes(total))}",
-                     halo_draw.caption(sc, 2))  # fmt: skip
+                     caption(sc, 2))  # fmt: skip
     assert np.all(np.array(list(sc.bytes_sent().values())) > 0)

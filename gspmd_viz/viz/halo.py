@@ -12,7 +12,9 @@ import re
 
 import ipywidgets as widgets
 
-from gspmd_viz.viz.halo_draw import Scene, caption, scene, svg
+from gspmd_viz.core.halo import HaloPlan
+from gspmd_viz.units import format_bytes
+from gspmd_viz.viz.halo_draw import Scene, scene, svg
 
 SHARDS = (1, 2, 3, 4, 8)
 MAX_SIDE = 64  # image rows / columns the picture stays readable with
@@ -38,6 +40,65 @@ def parse_padding(text: str):
     if not m:
         raise ValueError(f"padding {text!r}: write SAME, VALID or two ints like 2, 1")
     return (int(m.group(1)), int(m.group(2)))
+
+
+# ----- words for each step ------------------------------------------------------------------
+def _dims(sc: Scene) -> list[tuple[str, HaloPlan]]:
+    named = [("rows", sc.plans[0]), ("columns", sc.plans[1])]
+    return [(name, p) for name, p in named if p.size > 1 or name == "columns"]
+
+
+def _halos(name: str, p: HaloPlan) -> str:
+    return f"{name}: left halo {list(p.left)}, right halo {list(p.right)} per shard"
+
+
+def caption(sc: Scene, step: int) -> str:
+    """One paragraph saying what step `step` shows (plain text)."""
+    name, (row, col) = sc.steps[step], sc.plans
+    image = f"{row.size}×{col.size}" if row.size > 1 else f"{col.size}-element signal"
+    if name == "split":
+        return (
+            f"The {image} input is split into {row.shards}×{col.shards} tiles of "
+            f"{row.shard_size}×{col.shard_size} (ceil division; hatched: the filler of uneven "
+            "shards). Each device holds only its own tile."
+        )
+    if name == "pad":
+        return (
+            "Dashed: the input each device's windows read. "
+            + "; ".join(_halos(n, p) for n, p in _dims(sc))
+            + ". Hatched cells are padding (read as the pad value, never sent); a negative "
+            "halo trims the shard (faded)."
+        )
+    if name == "windows":
+        c = f"{row.windows_per_shard}×{col.windows_per_shard}"
+        return (
+            f"Every device now slides its {c} windows (kernel {col.window}, stride "
+            f"{col.stride}, dilation {col.dilation}) over its own window-ready input, with no "
+            "further communication: first window solid with its taps, last window dashed."
+        )
+    if name == "output":
+        return (
+            f"The output ({row.windows_total}×{col.windows_total}) comes out split like the "
+            f"input: {row.windows_per_shard}×{col.windows_per_shard} windows per device "
+            "(hatched: windows past the end, the output's uneven padding)."
+        )
+    return _permute_caption(sc, step - 2)
+
+
+def _permute_caption(sc: Scene, k: int) -> str:
+    p = sc.permutes[k]
+    t, dim = p.transfer, ("rows", "columns")[p.split.dim]
+    flow = "up the shard index" if t.side == "left" else "down the shard index"
+    links = len(t.pairs) * sc.grid[1 - p.split.dim]
+    rows_moved = any(q.split.dim == 0 for q in sc.permutes)
+    corner = " (it carries the row halos along: the corners)" if p.split.dim and rows_moved else ""
+    total = sum(sc.bytes_sent().values())
+    return (
+        f"collective-permute {k + 1}/{len(sc.permutes)} along the {dim}: the {t.side} halo "
+        f"from the shard {t.distance} away ({flow}); every sender sends f32{list(p.shape)} = "
+        f"{format_bytes(p.bytes_per_sender)} per link, {links} links{corner}. "
+        f"Whole exchange: {format_bytes(total)} over all devices."
+    )
 
 
 class HaloWidget(widgets.VBox):
