@@ -42,6 +42,39 @@ def test_each_exchange_frame_draws_one_arrow_per_link():
         halo_draw.svg(sc, len(sc.steps))
 
 
+def _boxes_fit(frame: str) -> bool:
+    """Every rect lies inside the picture (offset by the group's translation)."""
+    width, height = (
+        float(v) for v in re.search(r'<svg[^>]* width="([\d.]+)" height="([\d.]+)"', frame).groups()
+    )
+    dx, dy = (float(v) for v in re.search(r"translate\(([\d.]+),([\d.]+)\)", frame).groups())
+    rects = re.findall(
+        r'<rect x="([-\d.]+)" y="([-\d.]+)" width="([\d.]+)" height="([\d.]+)"', frame
+    )
+    return bool(rects) and all(
+        dx + float(x) >= -0.5
+        and dx + float(x) + float(w) <= width + 0.5
+        and dy + float(y) >= -0.5
+        and dy + float(y) + float(h) <= height + 0.5
+        for x, y, w, h in rects
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ((12, 16), 3, 1, 1, 1, "SAME", (2, 4)),
+        ((16, 16), 3, 1, 4, 3, "SAME", (2, 8)),
+        ((9, 20), 5, 3, 1, 1, "VALID", (3, 4)),
+        ((1, 10), 1, 2, 1, 1, "VALID", (1, 4)),
+    ],
+)
+def test_every_frame_stays_inside_its_picture(args):
+    sc = halo_draw.scene(*args)
+    for step in range(len(sc.steps)):
+        assert _boxes_fit(halo_draw.svg(sc, step)), (args, sc.steps[step])
+
+
 def test_negative_halos_of_the_reference_example():
     sc = halo_draw.scene((1, 10), 1, 2, 1, 1, "VALID", (1, 4))
     assert sc.plans[1].left == (0, -1, -2, -3) and sc.plans[1].right == (0, 1, 2, 3)

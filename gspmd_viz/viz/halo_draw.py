@@ -24,6 +24,7 @@ from gspmd_viz.units import format_bytes
 
 GAP = 2  # cells between device boxes
 MAX_WIDTH, MAX_HEIGHT = 860.0, 420.0  # px the boxes may fill
+LABELLED_LINKS = 16  # arrows that carry a bytes label (every link of one permute sends as much)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -81,15 +82,21 @@ class _Axis:
     plan: HaloPlan
     before: int  # cells drawn before each own shard (widest left halo)
     width: int  # cells of a device's slot
+    per_shard: int  # elements each box holds: input elements, or output windows
 
     @classmethod
     def of(cls, plan: HaloPlan) -> _Axis:
-        before = max(0, *plan.left)
-        return cls(plan, before, before + plan.shard_size + max(0, *plan.right))
+        n, before = plan.shard_size, max(0, *plan.left)
+        return cls(plan, before, before + n + max(0, *plan.right), n)
+
+    @classmethod
+    def of_output(cls, plan: HaloPlan) -> _Axis:
+        c = plan.windows_per_shard
+        return cls(plan, 0, c, c)
 
     def at(self, shard: int, element: float) -> float:
         """Drawing cell of global `element` in shard `shard`'s box."""
-        return shard * (self.width + GAP) + self.before + element - self.plan.shard_size * shard
+        return shard * (self.width + GAP - self.per_shard) + self.before + element
 
     @property
     def total(self) -> int:
@@ -127,8 +134,9 @@ class _Canvas:
             f'<line x1="{x0 * c:.1f}" y1="{y0 * c:.1f}" x2="{x1 * c:.1f}" y2="{y1 * c:.1f}" '
             'stroke="#222" stroke-width="1.5" marker-end="url(#head)"/>'
         )
-        mid = ((x0 + x1) / 2, (y0 + y1) / 2)
-        self.text(mid[0], mid[1] - 0.3, label, 10, 'text-anchor="middle" fill="#111"')
+        if label:
+            mid = ((x0 + x1) / 2, (y0 + y1) / 2)
+            self.text(mid[0], mid[1] - 0.3, label, 10, 'text-anchor="middle" fill="#111"')
 
     def svg(self, width: float, height: float) -> str:
         c = self.cell
@@ -263,7 +271,9 @@ def _draw_received(cv: _Canvas, sc: Scene, axes, p: HaloPermute):
 
 def _draw_arrows(cv: _Canvas, sc: Scene, axes, p: HaloPermute):
     label = format_bytes(p.bytes_per_sender)
-    for _, _, src, dst, other in _links(sc, p):
+    for k, (_, _, src, dst, other) in enumerate(_links(sc, p)):
+        if k == LABELLED_LINKS:
+            label = ""  # the rest carry the same bytes: the caption says so
         a = _piece(sc, axes, p, src, dst, other, at_source=True)
         b = _piece(sc, axes, p, src, dst, other, at_source=False)
         cv.rect(*a, "none", "#111", 'stroke-width="2"')
@@ -293,7 +303,7 @@ def _draw_windows(cv: _Canvas, sc: Scene, axes, dev: int, iy: int, ix: int):
 
 
 def _output_svg(sc: Scene) -> str:
-    ay, ax = (_Axis(p, 0, p.windows_per_shard) for p in sc.plans)
+    ay, ax = (_Axis.of_output(p) for p in sc.plans)
     cv = _Canvas(_cell(ax.total + 2, ay.total + GAP + 1))
     cv.items.append(f'<g transform="translate({cv.cell:.1f},{GAP * cv.cell:.1f})">')
     for dev, iy, ix in sc.devices():
