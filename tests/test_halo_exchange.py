@@ -17,7 +17,7 @@ from jax.sharding import PartitionSpec
 
 import gspmd_viz as gv
 from gspmd_viz.core.halo_exchange import SpatialSplit, bytes_sent_per_device, exchange_halo
-from gspmd_viz.core.halo_ops import spatial_program
+from gspmd_viz.core.halo_program import spatial_program
 
 RNG = np.random.default_rng(0)
 
@@ -200,3 +200,31 @@ def test_exchange_refuses_a_shard_of_the_wrong_size():
     split = SpatialSplit(0, "x", gv.halo_plan(10, 4, window=3))
     with pytest.raises(ValueError, match="plan expects shards of 3"):
         exchange_halo(jnp.zeros(4), split, 0.0)
+
+
+def conv_net(x, w1, w2, w3):
+    """conv 3x3 -> relu -> conv 3x3 stride 2 -> relu -> max pool 3x3/2 -> conv 5x5 (uneven)."""
+    y = jnp.maximum(lax.conv_general_dilated(x, w1, (1, 1), "SAME"), 0.0)
+    y = jnp.maximum(lax.conv_general_dilated(y, w2, (2, 2), "SAME"), 0.0)
+    y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2), "SAME")
+    return lax.conv_general_dilated(y, w3, (1, 1), ((2, 2), (1, 3)))
+
+
+def test_a_conv_net_stays_split_from_layer_to_layer():
+    x = _array(2, 3, 37, 29)
+    ws = (_array(6, 3, 3, 3), _array(6, 6, 3, 3), _array(4, 6, 5, 5))
+    prog = check_against_unpartitioned(conv_net, (x, *ws), {"x": 2, "y": 4}, {2: "x", 3: "y"})
+    sources = {c.source for c in prog.collectives(gv.Mesh({"x": 2, "y": 4}))}
+    assert sources == {"eqn 0 conv_general_dilated", "eqn 2 conv_general_dilated",
+                       "eqn 4 reduce_window_max", "eqn 5 conv_general_dilated"}  # fmt: skip
+    kinds = {c.kind for c in prog.collectives(gv.Mesh({"x": 2, "y": 4}))}
+    assert kinds == {"collective-permute"}
+
+
+def test_ops_that_would_mix_tiles_are_refused():
+    def flips(x, w):
+        return lax.rev(lax.conv_general_dilated(x, w, (1, 1), "SAME"), (2,))
+
+    with pytest.raises(ValueError, match="eqn 1 rev: a spatial program runs convolutions"):
+        spatial_program(flips, _array(1, 1, 8, 8), _array(1, 1, 3, 3), mesh=gv.Mesh({"x": 4}),
+                        axes={2: "x"})  # fmt: skip

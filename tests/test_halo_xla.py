@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jax import lax
 
 import gspmd_viz as gv
-from gspmd_viz.core.halo_ops import spatial_program
+from gspmd_viz.core.halo_program import spatial_program
 
 RNG = np.random.default_rng(1)
 

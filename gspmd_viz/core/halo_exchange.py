@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.halo import HaloPlan, Transfer
 
 
@@ -43,6 +44,7 @@ class HaloPermute:
     transfer: Transfer
     shape: tuple[int, ...]  # per-device piece
     dtype: np.dtype
+    source: str = ""  # the equation whose halo this is
 
     @property
     def bytes_per_sender(self) -> int:
@@ -51,6 +53,13 @@ class HaloPermute:
     @property
     def senders(self) -> int:
         return len(self.transfer.pairs)
+
+    def collective(self, group_size: int) -> Collective:
+        """As a ledger entry: a collective-permute over the split's mesh axis."""
+        axes = (self.split.axis,) if isinstance(self.split.axis, str) else self.split.axis
+        dims = (self.split.dim,)
+        return Collective("collective-permute", axes, self.shape, self.dtype, group_size,
+                          self.source, dims)  # fmt: skip
 
 
 def _table(values, index):
@@ -144,14 +153,14 @@ def window_ready(x, splits, pad_value):
     return x
 
 
-def halo_permutes(splits, local_shape, dtype) -> tuple[HaloPermute, ...]:
+def halo_permutes(splits, local_shape, dtype, source: str = "") -> tuple[HaloPermute, ...]:
     """Every collective-permute `window_ready` issues, with its per-device piece shape."""
     shape, out = list(local_shape), []
     for split in splits:
         for t in split.plan.transfers:
             piece = list(shape)
             piece[split.dim] = t.size
-            out.append(HaloPermute(split, t, tuple(piece), np.dtype(dtype)))
+            out.append(HaloPermute(split, t, tuple(piece), np.dtype(dtype), source))
         shape[split.dim] = split.plan.ready_size
     return tuple(out)
 

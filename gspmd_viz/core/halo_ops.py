@@ -1,25 +1,20 @@
-"""Windowed primitives seen per operand dim, and one spatially partitioned run of them.
+"""Windowed primitives seen per operand dim.
 
 `window_of(eqn)` reads a `conv_general_dilated` / `reduce_window_*` equation as
 {operand-0 dim: Window} plus the output dim each one becomes; `local_params` rewrites the
 equation's parameters for the per-device op that runs on window-ready input (no padding and no
-base dilation on the sharded dims: `window_ready` did both). `run_spatially` runs a one-op
-function with some operand dims split over mesh axes, under `jax.shard_map`, and returns the
-result with every collective-permute it issued.
+base dilation on the sharded dims: `window_ready` did both); `splits_for` plans the halos.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec
 
 from gspmd_viz.core.halo import halo_plan
-from gspmd_viz.core.halo_exchange import HaloPermute, SpatialSplit, halo_permutes, window_ready
+from gspmd_viz.core.halo_exchange import SpatialSplit
 from gspmd_viz.core.mesh import Mesh
 
 
@@ -114,69 +109,3 @@ def splits_for(eqn, axes: Mapping[int, str], mesh: Mesh) -> list[SpatialSplit]:
         plan = halo_plan(*sizes, w.base_dilation, w.padding)
         out.append(SpatialSplit(dim, axis, plan))
     return out
-
-
-def _pad_to_shards(x, splits, filler):
-    # [N] -> pad right with `filler` -> [shard * S]: every device holds a full shard
-    pads = [(0, 0)] * x.ndim
-    for s in splits:
-        pads[s.dim] = (0, s.plan.shard_size * s.plan.shards - x.shape[s.dim])
-    return jnp.pad(x, pads, constant_values=filler)
-
-
-def _spec(ndim: int, dims_axes: Mapping[int, str]) -> PartitionSpec:
-    return PartitionSpec(*(dims_axes.get(d) for d in range(ndim)))
-
-
-def _single_windowed_eqn(fn, args):
-    closed = jax.make_jaxpr(fn)(*args)
-    eqns = [e for e in closed.jaxpr.eqns if e.primitive.name in WINDOWED]
-    if len(closed.jaxpr.eqns) != 1 or len(eqns) != 1:
-        names = [e.primitive.name for e in closed.jaxpr.eqns]
-        raise ValueError(f"run_spatially takes a function of one windowed op, got {names}")
-    return eqns[0]
-
-
-@dataclasses.dataclass(frozen=True)
-class SpatialProgram:
-    """A one-op function partitioned spatially: `program(*inputs)` runs it on the mesh."""
-
-    program: Callable
-    inputs: tuple
-    permutes: tuple[HaloPermute, ...]
-
-    def __call__(self):
-        return self.program(*self.inputs)
-
-
-def spatial_program(fn, *args, mesh: Mesh, axes: Mapping[int, str], filler=0.0):
-    """Partition `fn` (one conv / reduce_window on args[0]) with args[0]'s `axes` dims split
-    over mesh axes, halos exchanged per device; other args replicated. The uneven shards'
-    padding holds `filler` on the way in (the exchange masks it)."""
-    eqn = _single_windowed_eqn(fn, args)
-    splits = splits_for(eqn, axes, mesh)
-    windows, fill = window_of(eqn), pad_value(eqn)
-    params = local_params(eqn, [s.dim for s in splits])
-    out_aval = eqn.outvars[0].aval
-
-    def per_device(x, *rest):
-        # [.., shard, ..] -> window_ready -> [.., span, ..] -> op -> [.., c, ..]
-        return eqn.primitive.bind(window_ready(x, splits, fill), *rest, **params)
-
-    x = _pad_to_shards(args[0], splits, filler)
-    in_specs = (_spec(x.ndim, axes), *(PartitionSpec() for _ in args[1:]))
-    out_spec = _spec(out_aval.ndim, {windows[d].out_dim: a for d, a in axes.items()})
-    run = jax.shard_map(
-        per_device, mesh=mesh.to_jax(), in_specs=in_specs, out_specs=out_spec, check_vma=False
-    )
-    crop = tuple(slice(0, n) for n in out_aval.shape)
-    shards = {s.dim: s.plan.shards for s in splits}
-    local = [n // shards.get(d, 1) for d, n in enumerate(x.shape)]
-    permutes = halo_permutes(splits, local, x.dtype)
-    return SpatialProgram(jax.jit(lambda *a: run(*a)[crop]), (x, *args[1:]), permutes)
-
-
-def run_spatially(fn, *args, mesh: Mesh, axes: Mapping[int, str]):
-    """`spatial_program(...)` run once: (result, the collective-permutes it issued)."""
-    prog = spatial_program(fn, *args, mesh=mesh, axes=axes)
-    return prog(), prog.permutes
