@@ -16,10 +16,11 @@ from jax.sharding import PartitionSpec
 
 from gspmd_viz.core.combine import combinable, combined_gather
 from gspmd_viz.core.devices import require_devices
+from gspmd_viz.core.halo_exchange import window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
-from gspmd_viz.core.spmd import Combine, Compute, Const, PerDeviceProgram, Reshard
+from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, PerDeviceProgram, Reshard
 
 # --- one function per instruction type (inside shard_map) --------------------------------------
 
@@ -42,7 +43,18 @@ def _run_const(ins: Const, env) -> None:
     env[ins.name] = jnp.asarray(ins.literal.value)
 
 
-RUN = {Compute: _run_compute, Reshard: _run_reshard, Combine: _run_combine, Const: _run_const}
+def _run_halo(ins: Halo, env) -> None:
+    # [.., shard, ..] -> collective-permutes, concat, dynamic_slice -> [.., window-ready, ..]
+    env[ins.dst] = window_ready(env[ins.src], ins.splits, ins.fill)
+
+
+RUN = {
+    Compute: _run_compute,
+    Reshard: _run_reshard,
+    Combine: _run_combine,
+    Const: _run_const,
+    Halo: _run_halo,
+}
 
 
 # --- one function per step kind (inside shard_map) -----------------------------------------

@@ -35,6 +35,10 @@ class SpatialSplit:
     axis: str | tuple[str, ...]
     plan: HaloPlan
 
+    @property
+    def split_axes(self) -> tuple[str, ...]:
+        return (self.axis,) if isinstance(self.axis, str) else tuple(self.axis)
+
 
 @dataclasses.dataclass(frozen=True)
 class HaloPermute:
@@ -56,10 +60,9 @@ class HaloPermute:
 
     def collective(self, group_size: int) -> Collective:
         """As a ledger entry: a collective-permute over the split's mesh axis."""
-        axes = (self.split.axis,) if isinstance(self.split.axis, str) else self.split.axis
-        dims = (self.split.dim,)
-        return Collective("collective-permute", axes, self.shape, self.dtype, group_size,
-                          self.source, dims)  # fmt: skip
+        axes, dims = self.split.split_axes, (self.split.dim,)
+        kind = "collective-permute"
+        return Collective(kind, axes, self.shape, self.dtype, group_size, self.source, dims)
 
 
 def _table(values, index):
@@ -172,7 +175,7 @@ def bytes_sent_per_device(permutes, mesh_shape: dict[str, int]) -> dict[tuple, i
     for coord in np.ndindex(*mesh_shape.values()):
         total = 0
         for p in permutes:
-            axes = (p.split.axis,) if isinstance(p.split.axis, str) else p.split.axis
+            axes = p.split.split_axes
             index = int(
                 np.ravel_multi_index(
                     [coord[names.index(a)] for a in axes], [mesh_shape[a] for a in axes]

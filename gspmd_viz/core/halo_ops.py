@@ -80,9 +80,10 @@ def pad_value(eqn):
     return WINDOWED[eqn.primitive.name][1]
 
 
-def local_params(eqn, dims) -> dict:
-    """The equation's params with padding (0, 0) and base dilation 1 on the split `dims`."""
-    p, windows = dict(eqn.params), window_of(eqn)
+def local_params(eqn, dims, params=None) -> dict:
+    """`params` (default: the equation's) with padding (0, 0) and base dilation 1 on the split
+    `dims`: the op then runs on window-ready input."""
+    p, windows = dict(eqn.params if params is None else params), window_of(eqn)
     conv = eqn.primitive.name == "conv_general_dilated"
     pad_key, dil_key = ("padding", "lhs_dilation") if conv else ("padding", "base_dilation")
     padding, base = list(p[pad_key]), list(p[dil_key])
@@ -94,18 +95,20 @@ def local_params(eqn, dims) -> dict:
     return p
 
 
+def split_of(eqn, dim: int, axis, shards: int) -> SpatialSplit:
+    """Operand-0 `dim` split into `shards` over mesh `axis` (a name or a tuple of names)."""
+    windows = window_of(eqn)
+    if dim not in windows:
+        raise ValueError(
+            f"dim {dim} of {eqn.primitive.name}'s input is neither spatial nor batch: "
+            f"split one of dims {sorted(windows)}"
+        )
+    w = windows[dim]
+    size = eqn.invars[0].aval.shape[dim]
+    plan = halo_plan(size, shards, w.window, w.stride, w.dilation, w.base_dilation, w.padding)
+    return SpatialSplit(dim, axis, plan)
+
+
 def splits_for(eqn, axes: Mapping[int, str], mesh: Mesh) -> list[SpatialSplit]:
     """One SpatialSplit per operand-0 dim in `axes`, with its halo plan."""
-    windows, shape = window_of(eqn), eqn.invars[0].aval.shape
-    out = []
-    for dim, axis in axes.items():
-        if dim not in windows:
-            raise ValueError(
-                f"dim {dim} of {eqn.primitive.name}'s input is neither spatial nor batch: "
-                f"split one of dims {sorted(windows)}"
-            )
-        w = windows[dim]
-        sizes = (shape[dim], mesh.axis_size(axis), w.window, w.stride, w.dilation)
-        plan = halo_plan(*sizes, w.base_dilation, w.padding)
-        out.append(SpatialSplit(dim, axis, plan))
-    return out
+    return [split_of(eqn, dim, axis, mesh.axis_size(axis)) for dim, axis in axes.items()]
