@@ -72,17 +72,23 @@ class EquationSplit:
             f: d
             for d in (window_of(eqn.eqn) if entry.halo else {})
             for f in rule.operands[0][d]
-            if rule.factors[f].kind == "windowed" and f not in self.halo_free
+            if rule.factors[f].kind == "windowed"
         }
 
     def splittable(self, f: int, axes) -> bool:
         kind = self.rule.factors[f].kind
         if kind == "pass" or (kind == "reduction" and self.combine) or f in self.lookup:
             return True
-        if f in self.halo_free:
-            n, stride = self.halo_free[f]
-            return n % (self.size(axes) * stride) == 0
+        if self.whole_windows(f, axes):
+            return True
         return f in self.halo and self.halo_split(f, axes) is not None
+
+    def whole_windows(self, f: int, axes) -> bool:
+        """Does splitting f give every shard whole windows (no halo needed)?"""
+        if f not in self.halo_free:
+            return False
+        n, stride = self.halo_free[f]
+        return n % (self.size(axes) * stride) == 0
 
     def halo_split(self, f: int, axes) -> SpatialSplit | None:
         """Factor f's dim split over `axes` with a halo exchange; None where XLA would gather
@@ -94,7 +100,11 @@ class EquationSplit:
         return None if split.plan.gather_instead else split
 
     def halo_splits(self, fa: FactorAxes) -> tuple[SpatialSplit, ...]:
-        return tuple(self.halo_split(f, fa[f]) for f in sorted(fa) if f in self.halo)
+        return tuple(
+            self.halo_split(f, fa[f])
+            for f in sorted(fa)
+            if f in self.halo and not self.whole_windows(f, fa[f])
+        )
 
     def halo_bytes(self, fa: FactorAxes) -> float:
         """Bytes a device sends in the halo exchange this split needs."""
