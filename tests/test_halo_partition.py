@@ -84,13 +84,17 @@ def test_spatially_split_windows_exchange_halos_and_never_move_more_than_xla(cas
     )
     assume(not _xla_packs_permutes(prog, case))
     ours = spmd.collectives
-    halos = [c for c in ours if "conv_general_dilated" in c.source or "reduce_window" in c.source]
-    assert all(c.kind == "collective-permute" for c in halos), [str(c) for c in ours]
     theirs = gv.xla.collectives(
         f, x, w, mesh=mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
     )
     mine, xla = sum(c.wire_bytes for c in ours), sum(c.wire_bytes for c in theirs)
     assert mine <= xla + 1e-9, ([str(c) for c in ours], [str(c) for c in theirs])
+    # halos move as collective-permutes; a gather only where it is cheaper, or where XLA
+    # gathers too (the halos would cover the dim: halo_plan(...).gather_instead)
+    halos = [c for c in ours if "conv_general_dilated" in c.source or "reduce_window" in c.source]
+    gathered = [c for c in halos if c.kind != "collective-permute"]
+    xla_gathers = any(c.kind == "all-gather" for c in theirs)
+    assert not gathered or mine < xla or xla_gathers, [str(c) for c in ours]
 
 
 def test_a_2d_split_conv_net_runs_with_collective_permutes_only():
