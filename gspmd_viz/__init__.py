@@ -4,6 +4,7 @@ from gspmd_viz import pipeline, sim, xla
 from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.devices import use_cpu_devices
+from gspmd_viz.core.halo import halo_plan
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.partition import partition
 from gspmd_viz.core.program import trace
@@ -26,4 +27,5 @@ __all__ = [
     "use_cpu_devices",
     "weight_update_sharding",
     "xla",
+    "halo_plan",
 ]

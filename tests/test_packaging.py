@@ -34,6 +34,7 @@ gv.xla.propagate gv.xla.collectives gv.xla.compare
 gv.sim.torus gv.sim.preset gv.sim.simulate gv.sim.closed_form gv.sim.lower_bound gv.sim.algorithms
 gv.pipeline.schedule gv.pipeline.simulate gv.pipeline.bubble_fraction gv.pipeline.run
 gv.weight_update_sharding
+gv.halo_plan
 """
 
 

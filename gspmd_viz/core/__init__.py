@@ -13,6 +13,9 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      entry per primitive (everything the passes know about it)
   propagate    propagation propagate the plain record, and the algorithm that fills it
   collectives  collective            a collective and its wire bytes
+  halo         halo halo_exchange halo_ops halo_program
+                                     halo arithmetic, the per-device exchange, windowed ops
+                                     per dim, and whole spatially split conv nets
   reshard      moves reshard         the single steps between shardings; the cheapest plan
   execute      spmd lower kernels combine execute
                                      per-device instructions as data and text, local
@@ -26,6 +29,6 @@ Read the modules top to bottom in this order; each imports only modules above it
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
 Module order: devices mesh hlo sharding annotate values builder program factors families registry
-propagation propagate collective moves reshard spmd lower kernels combine execute split regions
-partition pipeline training
+propagation propagate collective halo halo_exchange halo_ops halo_program moves reshard spmd
+lower kernels combine execute split regions partition pipeline training
 """

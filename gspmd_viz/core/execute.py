@@ -16,6 +16,7 @@ from jax.sharding import PartitionSpec
 
 from gspmd_viz.core.combine import combinable, combined_gather
 from gspmd_viz.core.devices import require_devices
+from gspmd_viz.core.halo_exchange import window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
@@ -23,6 +24,7 @@ from gspmd_viz.core.spmd import (
     Combine,
     Compute,
     Const,
+    Halo,
     PerDeviceProgram,
     Reshard,
     RunCond,
@@ -48,6 +50,11 @@ def _run_combine(ins: Combine, env) -> None:
 
 def _run_const(ins: Const, env) -> None:
     env[ins.name] = jnp.asarray(ins.literal.value, ins.literal.dtype)
+
+
+def _run_halo(ins: Halo, env) -> None:
+    # [.., shard, ..] -> collective-permutes, concat, dynamic_slice -> [.., window-ready, ..]
+    env[ins.dst] = window_ready(env[ins.src], ins.splits, ins.fill)
 
 
 def _run_loop(ins: RunLoop, env) -> None:
@@ -100,6 +107,7 @@ RUN = {
     Reshard: _run_reshard,
     Combine: _run_combine,
     Const: _run_const,
+    Halo: _run_halo,
     RunLoop: _run_loop,
     RunCond: _run_cond,
 }

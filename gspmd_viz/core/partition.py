@@ -7,22 +7,24 @@ Per equation, from the propagated shardings and the equation's factor rule:
   3. run the primitive on local shapes (lower.py rewrites shape params, masks padding);
   4. a split reduction factor leaves pending sums (resolved where a consumer needs them:
      all-reduce, or reduce-scatter when the consumer wants the dim split) or, for max/min,
-     an all-reduce right away. need_replication / permutation factors stay whole, and so do
-     windowed ones unless their windows tile the dim (halo exchange is another lesson).
+     an all-reduce right away. need_replication / permutation factors stay whole; a split
+     windowed factor (convolution, pooling) first exchanges its operand's halos with
+     collective-permutes (halo_exchange.py), unless its windows tile the dim exactly.
 Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 
+import dataclasses
 import math
 
-from gspmd_viz.core import lower, regions
+from gspmd_viz.core import halo_ops, lower, regions
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
-from gspmd_viz.core.spmd import Combine, Compute, Const, Reshard
+from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, Reshard
 
 # --- the pass ---------------------------------------------------------------------------------
 
@@ -112,8 +114,15 @@ class Partitioner:
             fetch = self.fetch if isinstance(v, Value) else self.literal
             ins.append(fetch(v, target, eqn))
             masks += self.masks(q, fa, i, target)
+        splits = q.halo_splits(fa)
+        if splits:
+            ins[0] = self.halo(eqn, ins[0], op_shardings[0], splits)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
-        self.instructions.append(self.compute(q, ins, tuple(op_shardings), results, masks))
+        compute = self.compute(q, ins, tuple(op_shardings), results, masks)
+        if splits:  # the op runs on window-ready input: no padding, no base dilation there
+            params = halo_ops.local_params(eqn.eqn, [s.dim for s in splits], compute.params)
+            compute = dataclasses.replace(compute, params=params)
+        self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
         red = q.reduction_axes(fa)
@@ -149,6 +158,14 @@ class Partitioner:
                 fill = lower.identity_element(q.combine, v.dtype)
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))
         return out
+
+    def halo(self, eqn: Equation, src: str, sharding: Sharding, splits) -> str:
+        """Exchange operand 0's halos; returns the window-ready buffer's name."""
+        v, fill = eqn.inputs[0], halo_ops.pad_value(eqn.eqn)
+        dst = self.fresh(v.name)
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        self.instructions.append(Halo(v, src, dst, splits, sharding, fill, source))
+        return dst
 
     def combine(self, v: Value, s: Sharding, how: str, axes, eqn: Equation) -> None:
         dst = self.fresh(v.name)

@@ -13,6 +13,8 @@ An Entry holds
                   device look up only what it holds; results are pending sums)
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
+  halo            windowed dims may be split with a halo exchange (halo_ops.window_of reads
+                  the windows): collective-permutes of the neighbours' edges, no gather
   identity        an annotation: nothing to compute on a device
   edge            a loop's data-flow edge (values.Loop): its operands and results share one
                   sharding; partition.py runs the loop, nothing runs for the edge itself
@@ -39,6 +41,7 @@ class Entry:
     counting_dim: str | None = None
     lookup_dims: Callable[..., tuple[int, ...]] | None = None
     halo_free_dims: Callable[..., dict[int, int]] | None = None
+    halo: bool = False
     identity: bool = False
     known: bool = True
     edge: bool = False
@@ -134,11 +137,18 @@ register("pad", families.pad)
 register("concatenate", families.concatenate)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
 register("gather", families.gather, operand_sizes="slice_sizes", lookup_dims=_gather_indexed)
-register("conv_general_dilated", families.conv, combine="sum", halo_free_dims=_conv_halo_free)
+register(
+    "conv_general_dilated",
+    families.conv,
+    combine="sum",
+    halo_free_dims=_conv_halo_free,
+    halo=True,
+)
 register(
     "reduce_window_sum reduce_window_max reduce_window_min",
     families.reduce_window,
     halo_free_dims=_reduce_window_halo_free,
+    halo=True,
 )
 register("loop_const loop_carry branch_operand branch_result", families.elementwise, edge=True)
 register("loop_slice", families.loop_slice, edge=True)

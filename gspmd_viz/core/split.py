@@ -12,6 +12,8 @@ import math
 from typing import Protocol
 
 from gspmd_viz.core.factors import FactorRule
+from gspmd_viz.core.halo_exchange import SpatialSplit, halo_permutes
+from gspmd_viz.core.halo_ops import split_of, window_of
 from gspmd_viz.core.program import Equation, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
@@ -66,15 +68,52 @@ class EquationSplit:
             for d, stride in halo_free.items()
             for f in rule.operands[0][d]
         }
+        self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
+            f: d
+            for d in (window_of(eqn.eqn) if entry.halo else {})
+            for f in rule.operands[0][d]
+            if rule.factors[f].kind == "windowed"
+        }
 
     def splittable(self, f: int, axes) -> bool:
         kind = self.rule.factors[f].kind
         if kind == "pass" or (kind == "reduction" and self.combine) or f in self.lookup:
             return True
-        if f in self.halo_free:
-            n, stride = self.halo_free[f]
-            return n % (self.size(axes) * stride) == 0
-        return False
+        if self.whole_windows(f, axes):
+            return True
+        return f in self.halo and self.halo_split(f, axes) is not None
+
+    def whole_windows(self, f: int, axes) -> bool:
+        """Does splitting f give every shard whole windows (no halo needed)?"""
+        if f not in self.halo_free:
+            return False
+        n, stride = self.halo_free[f]
+        return n % (self.size(axes) * stride) == 0
+
+    def halo_split(self, f: int, axes) -> SpatialSplit | None:
+        """Factor f's dim split over `axes` with a halo exchange; None where XLA would gather
+        instead (the halos cover the dim) or the windows do not fit."""
+        try:
+            split = split_of(self.eqn.eqn, self.halo[f], tuple(axes), self.size(axes))
+        except ValueError:
+            return None
+        return None if split.plan.gather_instead else split
+
+    def halo_splits(self, fa: FactorAxes) -> tuple[SpatialSplit, ...]:
+        return tuple(
+            self.halo_split(f, fa[f])
+            for f in sorted(fa)
+            if f in self.halo and not self.whole_windows(f, fa[f])
+        )
+
+    def halo_bytes(self, fa: FactorAxes) -> float:
+        """Bytes a device sends in the halo exchange this split needs."""
+        splits = self.halo_splits(fa)
+        if not splits:
+            return 0.0
+        v = self.eqn.inputs[0]
+        local = self.operand_sharding(fa, 0).shard_shape(v.shape)
+        return float(sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype)))
 
     def summed(self, f: int) -> bool:
         """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
@@ -148,7 +187,7 @@ class EquationSplit:
 
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn
-        total = 0.0
+        total = self.halo_bytes(fa)
         for i, v in enumerate(e.inputs):
             if isinstance(v, Value):
                 total += costs.fetch_cost(v, self.operand_sharding(fa, i))

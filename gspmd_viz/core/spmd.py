@@ -9,8 +9,10 @@ Four kinds of instruction, each a plain record that prints itself:
 """
 
 import dataclasses
+import math
 
 from gspmd_viz.core.collective import Collective
+from gspmd_viz.core.halo_exchange import halo_permutes
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.sharding import Sharding, short_dtype
 from gspmd_viz.units import format_bytes
@@ -109,6 +111,41 @@ class Combine:
         head = f"{self.dst}:{_local_type(self.sharding, self.value)} = "
         head += f"all-reduce-{self.combine}({','.join(self.axes)}) {self.src}"
         return _comment(head, format_bytes(self.collective.wire_bytes))
+
+
+@dataclasses.dataclass(frozen=True)
+class Halo:
+    """Exchange `value`'s halos for the windowed equation `source`: buffer `dst` holds the
+    window-ready input (one collective-permute per split dim, side and distance)."""
+
+    value: Value
+    src: str
+    dst: str
+    splits: tuple  # SpatialSplits
+    sharding: Sharding  # of `src`
+    fill: object  # what windows read outside the input (the op's pad value)
+    source: str
+
+    @property
+    def permutes(self):
+        local = self.sharding.shard_shape(self.value.shape)
+        return halo_permutes(self.splits, local, self.value.dtype, self.source)
+
+    @property
+    def collectives(self):
+        sizes = self.sharding.mesh.shape
+        return [p.collective(math.prod(sizes[a] for a in p.split.axis)) for p in self.permutes]
+
+    def text(self) -> str:
+        shape = list(self.sharding.shard_shape(self.value.shape))
+        for s in self.splits:
+            shape[s.dim] = s.plan.stride * (s.plan.windows_per_shard - 1) + s.plan.window_span
+        axes = ",".join(a for s in self.splits for a in s.split_axes)
+        head = f"{self.dst}:{short_dtype(self.value.dtype)}[{','.join(map(str, shape))}]"
+        perms = self.permutes
+        sent = format_bytes(sum(p.bytes_per_sender for p in perms))
+        cost = f"{len(perms)} collective-permutes, {sent}"
+        return _comment(f"{head} = halo-exchange({axes}) {self.src}", cost)
 
 
 @dataclasses.dataclass(frozen=True)
