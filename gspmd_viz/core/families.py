@@ -175,10 +175,13 @@ def pad(eqn) -> FactorRule:
 
 
 def dynamic_update_slice(eqn) -> FactorRule:
-    """operand and result share every dim; the update shares the dims it covers whole."""
+    """operand and result share every dim; the update shares the dims it covers whole. A dim
+    the update covers in part is written at a global offset: it stays whole everywhere."""
     b = Builder()
     (src, upd, *idx), _ = _shapes(eqn)
-    operand = [b.new(n) for n in src]
+    operand = [
+        b.new(n, "pass" if u == n else "need_replication") for n, u in zip(src, upd, strict=True)
+    ]
     update = [
         f if u == n else b.new(u, "need_replication")
         for f, u, n in zip(operand, upd, src, strict=True)
