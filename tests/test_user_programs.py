@@ -47,3 +47,21 @@ def test_dynamic_slice_at_offsets_on_a_split_dim():
         return jax.lax.dynamic_slice(rows(x), (3, 1), (4, 2)) * 2
 
     assert_unpartitioned(f, normal(8, 4))
+
+
+# --- 2. captured array constants ---------------------------------------------------------------
+
+
+def test_a_captured_numpy_vector_is_resharded_not_broadcast():
+    assert_unpartitioned(lambda x: rows(x, X8) + np.arange(8.0, dtype=np.float32), normal(8))
+
+
+def test_a_captured_mask_is_resharded_for_select():
+    mask = np.tril(np.ones((8, 8), bool))
+    bias = jnp.asarray(RNG.standard_normal((8, 8)), jnp.float32)
+
+    def attention_scores(q, k):
+        s = rows(q) @ k.T + bias
+        return jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+
+    assert_unpartitioned(attention_scores, normal(8, 4), normal(8, 4))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 from gspmd_viz.core.factors import Builder, FactorRule
-from gspmd_viz.core.program import Value
 
 
 def _shapes(eqn):
@@ -28,17 +27,18 @@ def conservative(eqn) -> FactorRule:
 
 
 def elementwise(eqn) -> FactorRule:
-    """`i j, i j -> i j`; literals, scalars and size-1 (implicitly broadcast) dims carry none."""
+    """`i j, i j -> i j`; scalars and size-1 (implicitly broadcast) dims carry none. Captured
+    array constants carry factors too: the partitioner slices them like any operand."""
     b = Builder()
     ins, outs = _shapes(eqn)
     dims = [b.new(n) for n in outs[0]]
 
-    def tensor(v, s):
-        if not isinstance(v, Value) or len(s) != len(dims):
+    def tensor(s):
+        if len(s) != len(dims):
             return [()] * len(s)
         return [f if n == m else () for f, n, m in zip(dims, s, outs[0], strict=True)]
 
-    return b.rule([tensor(v, s) for v, s in zip(eqn.inputs, ins, strict=True)], [dims] * len(outs))
+    return b.rule([tensor(s) for s in ins], [dims] * len(outs))
 
 
 def broadcast_in_dim(eqn) -> FactorRule:
