@@ -65,3 +65,30 @@ def test_a_captured_mask_is_resharded_for_select():
         return jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
 
     assert_unpartitioned(attention_scores, normal(8, 4), normal(8, 4))
+
+
+# --- 3. gather modes on a split table ----------------------------------------------------------
+
+TABLE = jnp.arange(64 * 4, dtype=jnp.float32).reshape(64, 4)  # rows split: lookups stay local
+OUT_OF_RANGE = jnp.array([0, 3, 90, -2, 63, 64, -70, 40], jnp.int32)
+LOOKUPS = {
+    "take clip": lambda t, i: jnp.take(rows(t), i, axis=0, mode="clip"),
+    "take fill (NaN)": lambda t, i: jnp.take(rows(t), i, axis=0),
+    "get fill -1": lambda t, i: rows(t).at[i].get(mode="fill", fill_value=-1),
+    "index (promise, clamps)": lambda t, i: rows(t)[i],
+    "2-d index fill": lambda t, i: rows(t).at[i, i % 5].get(mode="fill", fill_value=7),
+    "take_along_axis clip": lambda t, i: jnp.take_along_axis(
+        rows(t), jnp.stack([i] * 4, 1), axis=0, mode="clip"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOKUPS))
+def test_out_of_range_lookups_in_a_split_table_follow_the_gather_mode(name):
+    spmd = assert_unpartitioned(LOOKUPS[name], TABLE, OUT_OF_RANGE)
+    assert "gather" in spmd.per_device_text()
+
+
+def test_a_split_table_is_looked_up_where_it_lies():
+    spmd = assert_unpartitioned(LOOKUPS["take clip"], TABLE, OUT_OF_RANGE)
+    assert [c.kind for c in spmd.collectives] == ["all-reduce"]  # no gather of the table
