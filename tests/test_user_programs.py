@@ -19,7 +19,9 @@ def assert_unpartitioned(f, *args):
     got, want = spmd(*args), spmd.program.unpartitioned(*args)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         assert np.shape(a) == np.shape(b)
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64))
+        np.testing.assert_allclose(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=2e-5, atol=2e-5
+        )
     return spmd
 
 
@@ -92,3 +94,41 @@ def test_out_of_range_lookups_in_a_split_table_follow_the_gather_mode(name):
 def test_a_split_table_is_looked_up_where_it_lies():
     spmd = assert_unpartitioned(LOOKUPS["take clip"], TABLE, OUT_OF_RANGE)
     assert [c.kind for c in spmd.collectives] == ["all-reduce"]  # no gather of the table
+
+
+# --- 4. windowed ops are judged by their windows, not by sizes alone ---------------------------
+
+
+def _conv(img, ker, padding, strides=(1, 1), lhs_dilation=(1, 1)):
+    return jax.lax.conv_general_dilated(
+        img, ker, strides, padding, lhs_dilation, dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+
+
+XY = gv.Mesh({"x": 2, "y": 2})
+SPLIT_HW = (None, "x", "y", None)
+
+
+@pytest.mark.parametrize(
+    "padding, strides, lhs_dilation",
+    [
+        ([(1, -1), (0, 0)], (1, 1), (1, 1)),  # shifts rows down by one
+        ([(0, 0), (-2, 2)], (1, 1), (1, 1)),  # shifts columns left by two
+        ([(0, 0), (0, 0)], (2, 1), (1, 1)),  # keeps every other row
+        ([(0, 0), (0, 0)], (1, 1), (2, 1)),  # spreads rows apart
+    ],
+)
+def test_a_1x1_conv_that_moves_its_input_on_a_split_dim(padding, strides, lhs_dilation):
+    def f(img, ker):
+        return _conv(gv.mesh_split(img, XY, SPLIT_HW), ker, padding, strides, lhs_dilation)
+
+    assert_unpartitioned(f, normal(2, 8, 8, 3), normal(1, 1, 3, 4))
+
+
+@pytest.mark.parametrize("base_dilation, padding", [((2,), [(0, 0)]), ((1,), [(1, -1)])])
+def test_a_size_1_reduce_window_that_moves_its_input_on_a_split_dim(base_dilation, padding):
+    def f(x):
+        x = rows(x)
+        return jax.lax.reduce_window(x, 0.0, jax.lax.add, (1,), (1,), padding, base_dilation)
+
+    assert_unpartitioned(f, normal(8))

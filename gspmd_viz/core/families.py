@@ -229,6 +229,12 @@ def gather(eqn) -> FactorRule:
     return b.rule([operand, indices], [result])
 
 
+def _moves_data(window: int, stride: int, padding, base_dilation: int) -> bool:
+    """Does output position i read anything but input position i? (Judged by the window
+    itself: a 1-wide window with padding (1, -1) keeps the size but shifts every row.)"""
+    return (window, stride, tuple(padding), base_dilation) != (1, 1, (0, 0), 1)
+
+
 def _window_dims(b: Builder, n: int, m: int, windowed: bool):
     """One spatial dim, size n in and m out: one factor (sized by the input) for both, so a
     spatial sharding carries through (strided windows: each shard keeps its windows)."""
@@ -247,8 +253,13 @@ def conv(eqn) -> FactorRule:
         L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
         L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
         R[rs[0]] = O[os_[1]] = b.new(rhs[rs[0]])
-    for li, ri, oi in zip(ls[2:], rs[2:], os_[2:], strict=True):
-        L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed=rhs[ri] > 1 or lhs[li] != out[oi])
+    p = eqn.params
+    windows = zip(
+        ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
+    )
+    for li, ri, oi, stride, pad, dilation in windows:
+        windowed = _moves_data(rhs[ri], stride, pad, dilation)
+        L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed)
         R[ri] = b.new(rhs[ri], "need_replication")
 
     def fill(fs, s):
@@ -262,10 +273,7 @@ def conv(eqn) -> FactorRule:
 def reduce_window(eqn) -> FactorRule:
     b = Builder()
     ((src,), (out,)), p = _shapes(eqn), eqn.params
-    dims = [
-        _window_dims(b, n, m, windowed=(w, s, pad) != (1, 1, (0, 0)))
-        for n, m, w, s, pad in zip(
-            src, out, p["window_dimensions"], p["window_strides"], p["padding"], strict=True
-        )
-    ]
+    keys = ("window_dimensions", "window_strides", "padding", "base_dilation")
+    windows = zip(src, out, *(p[k] for k in keys), strict=True)
+    dims = [_window_dims(b, n, m, _moves_data(w, s, pad, dil)) for n, m, w, s, pad, dil in windows]
     return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
