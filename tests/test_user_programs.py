@@ -132,3 +132,18 @@ def test_a_size_1_reduce_window_that_moves_its_input_on_a_split_dim(base_dilatio
         return jax.lax.reduce_window(x, 0.0, jax.lax.add, (1,), (1,), padding, base_dilation)
 
     assert_unpartitioned(f, normal(8))
+
+
+# --- 5. 0-d arguments --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lr", [0.5, np.float32(0.5), jnp.float32(0.5), jnp.int32(3)])
+def test_a_0d_argument_like_a_learning_rate(lr):
+    assert_unpartitioned(lambda w, lr: rows(w) - lr * rows(w) ** 2, normal(8, 4), lr)
+
+
+def test_a_0d_dynamic_offset():
+    def f(x, u, i):
+        return jax.lax.dynamic_update_slice(rows(x), u, (i, 0))
+
+    assert_unpartitioned(f, normal(8, 4), normal(2, 4), jnp.int32(5))
