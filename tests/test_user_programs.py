@@ -147,3 +147,27 @@ def test_a_0d_dynamic_offset():
         return jax.lax.dynamic_update_slice(rows(x), u, (i, 0))
 
     assert_unpartitioned(f, normal(8, 4), normal(2, 4), jnp.int32(5))
+
+
+# --- 6. jax.random inside the function -----------------------------------------------------------
+
+
+def dropout(x, key):
+    x = rows(x)
+    keep = jax.random.bernoulli(key, 0.75, x.shape)
+    return jnp.where(keep, x / 0.75, 0.0)
+
+
+@pytest.mark.parametrize("key", [jax.random.key(3), jax.random.PRNGKey(3)], ids=["typed", "raw"])
+def test_dropout_with_a_key_argument(key):
+    spmd = assert_unpartitioned(dropout, normal(8, 4), key)
+    assert "key<fry>" in str(spmd.program)
+
+
+def test_keys_made_and_split_inside_the_function():
+    def f(x, seed):
+        k1, k2 = jax.random.split(jax.random.key(seed))
+        noise = jax.random.normal(jax.random.fold_in(k1, 7), x.shape)
+        return rows(x) + noise * jax.random.uniform(k2)
+
+    assert_unpartitioned(f, normal(8, 4), jnp.uint32(11))

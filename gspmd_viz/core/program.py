@@ -17,7 +17,7 @@ import jax.extend.core as jex
 import numpy as np
 
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.core.sharding import Sharding, as_dtype, short_dtype
 
 # Call-like primitives whose body we inline, and the param holding the body.
 INLINED = {
@@ -251,20 +251,20 @@ class _Builder:
         return Value(
             next(self.count),
             tuple(int(n) for n in aval.shape),
-            np.dtype(aval.dtype),
+            as_dtype(aval.dtype),
             next(self.names),
         )
 
     def read(self, env, atom):
         if isinstance(atom, jex.Literal):
             value = atom.val
-            return Literal(value, tuple(np.shape(value)), np.dtype(atom.aval.dtype))
+            return Literal(value, tuple(np.shape(value)), as_dtype(atom.aval.dtype))
         return env[atom]
 
     def walk(self, jaxpr, consts, args) -> list:
         env: dict = {}
         for var, c in zip(jaxpr.constvars, consts, strict=True):
-            env[var] = Literal(c, tuple(np.shape(c)), np.dtype(var.aval.dtype))
+            env[var] = Literal(c, tuple(np.shape(c)), as_dtype(var.aval.dtype))
         env.update(zip(jaxpr.invars, args, strict=True))
         for eqn in jaxpr.eqns:
             self.equation(env, eqn)
