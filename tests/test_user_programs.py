@@ -171,3 +171,26 @@ def test_keys_made_and_split_inside_the_function():
         return rows(x) + noise * jax.random.uniform(k2)
 
     assert_unpartitioned(f, normal(8, 4), jnp.uint32(11))
+
+
+# --- 7. vmap over a function that calls mesh_split ---------------------------------------------
+
+
+def test_vmap_leaves_the_mapped_dim_unconstrained():
+    def per_example(row):
+        return jnp.tanh(gv.mesh_split(row, XY, ("x",))) * 2
+
+    prog = gv.trace(jax.vmap(per_example), normal(4, 8))
+    (constrained,) = prog.annotations
+    assert prog.open_dims[constrained] == frozenset({0})
+    assert_unpartitioned(jax.vmap(per_example), normal(4, 8))
+
+
+def test_an_unconstrained_dim_takes_the_sharding_propagation_brings():
+    def f(x):
+        x = gv.mesh_split(x, XY, ("y", None))
+        return jax.vmap(lambda row: gv.mesh_split(row, XY, ("x",)) + 1)(x)
+
+    prop = gv.propagate(gv.trace(f, normal(4, 8)))
+    assert prop.outputs[0] == gv.Sharding(XY, ("y", "x"))
+    assert_unpartitioned(f, normal(4, 8))

@@ -16,6 +16,7 @@ import jax
 import jax.extend.core as jex
 import numpy as np
 
+from gspmd_viz.core.annotate import read_annotation
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.sharding import Sharding, as_dtype, short_dtype
 
@@ -117,6 +118,7 @@ class Program:
     mesh: Mesh | None
     in_tree: Any = field(repr=False)
     out_tree: Any = field(repr=False)
+    open_dims: dict = field(default_factory=dict, repr=False)  # Value -> P.UNCONSTRAINED dims
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -246,6 +248,7 @@ class _Builder:
         self.count = itertools.count()
         self.equations: list[Equation] = []
         self.annotations: dict[Value, Sharding] = {}
+        self.open_dims: dict[Value, frozenset[int]] = {}
 
     def new_value(self, aval) -> Value:
         return Value(
@@ -291,10 +294,9 @@ class _Builder:
             self.annotate(e)
 
     def annotate(self, e: Equation) -> None:
-        sharding = Sharding.from_named_sharding(e.params["sharding"])
         out = e.outputs[0]
-        sharding.check_rank(out.ndim)
-        self.annotations[out] = sharding
+        self.annotations[out], self.open_dims[out] = read_annotation(e.params["sharding"])
+        self.annotations[out].check_rank(out.ndim)
 
 
 def _common_mesh(annotations: dict) -> Mesh | None:
@@ -323,4 +325,5 @@ def trace(f, *args) -> Program:
         mesh=_common_mesh(b.annotations),
         in_tree=in_tree,
         out_tree=out_tree,
+        open_dims=b.open_dims,
     )
