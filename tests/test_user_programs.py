@@ -194,3 +194,20 @@ def test_an_unconstrained_dim_takes_the_sharding_propagation_brings():
     prop = gv.propagate(gv.trace(f, normal(4, 8)))
     assert prop.outputs[0] == gv.Sharding(XY, ("y", "x"))
     assert_unpartitioned(f, normal(4, 8))
+
+
+# --- 8. XLA picks a sharding our mesh cannot express ---------------------------------------------
+
+
+def test_xla_shardings_our_mesh_cannot_express_are_not_comparable():
+    def f(a):  # XLA splits [2, 4] as 2 x 4 sub-axes of x: no spec on Mesh(x=8) says that
+        return jnp.sin(gv.mesh_split(a, X8, ("x",)).reshape(2, 4))
+
+    theirs = gv.xla.propagate(f, normal(8), mesh=X8)
+    reshaped = theirs.program.equations[-2].outputs[0]
+    assert theirs.sharding(reshaped) is None
+    assert theirs.not_comparable[reshaped] == "{devices=[2,4]<=[8]}"
+    table = gv.xla.compare(gv.propagate(theirs.program), theirs)
+    row = next(r for r in table.rows if r.value == reshaped)
+    assert row.status == "not comparable" and row not in table.compared
+    assert "{devices=[2,4]<=[8]}" in table.text() and "not comparable" in table.text()
