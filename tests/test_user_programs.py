@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
+from gspmd_viz.core.devices import DeviceCountError
 
 X2 = gv.Mesh({"x": 2})
 X8 = gv.Mesh({"x": 8})
@@ -211,3 +212,35 @@ def test_xla_shardings_our_mesh_cannot_express_are_not_comparable():
     row = next(r for r in table.rows if r.value == reshaped)
     assert row.status == "not comparable" and row not in table.compared
     assert "{devices=[2,4]<=[8]}" in table.text() and "not comparable" in table.text()
+
+
+# --- 9. clear errors, and equality that means the same layout ------------------------------------
+
+
+def test_eager_mesh_split_on_a_mesh_larger_than_the_machine_says_how_many_devices():
+    with pytest.raises(DeviceCountError, match="needs 64 devices but this process has 8"):
+        gv.mesh_split(jnp.ones((64, 4)), gv.Mesh({"x": 64}), ("x", None))
+    traced = gv.trace(lambda a: gv.mesh_split(a, gv.Mesh({"x": 64}), ("x",)), jnp.ones(64))
+    assert traced.mesh == gv.Mesh({"x": 64})  # symbolic work still needs no devices
+
+
+@pytest.mark.parametrize("shape", [(-4,), (4, -1), (2.5,)])
+def test_shard_shape_refuses_sizes_that_are_not_whole_non_negative_numbers(shape):
+    with pytest.raises(ValueError, match="non-negative whole numbers"):
+        gv.Sharding(X2, ("x",)).shard_shape(shape)
+
+
+def test_shardings_that_differ_only_in_size_1_axes_are_equal_and_hash_alike():
+    mesh = gv.Mesh({"x": 2, "one": 1, "y": 2})
+    pairs = [
+        (("x", None), (("x", "one"), None)),
+        (("x", "one"), ("x",)),
+        ((None, "one"), ()),
+        (("x", "y"), (("one", "x"), "y")),
+    ]
+    for a, b in pairs:
+        sa, sb = gv.Sharding(mesh, a), gv.Sharding(mesh, b)
+        assert sa == sb and hash(sa) == hash(sb) and len({sa, sb}) == 1
+    assert gv.Sharding(mesh, (), unreduced={"one"}) == gv.Sharding(mesh, ())
+    assert gv.Sharding(mesh, ("x",)) != gv.Sharding(mesh, ("y",))
+    assert gv.Sharding(mesh, ("x", "y")) != gv.Sharding(mesh, (("x", "y"),))

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from gspmd_viz.core.devices import has_devices
+from gspmd_viz.core.devices import has_devices, require_devices
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.sharding import Sharding
 
@@ -24,6 +24,8 @@ def mesh_split(x, mesh: Mesh, spec):
         raise ValueError(f"{sharding!r} is on another mesh than {mesh!r}")
     sharding.check_rank(np.ndim(x))
     # jit ignores a constraint on an AbstractMesh, so use real devices whenever we have them.
+    if not has_devices(mesh.size) and not isinstance(x, jax.core.Tracer):
+        require_devices(mesh.size, f"mesh_split outside a traced function on {mesh!r}")
     target = mesh.to_jax() if has_devices(mesh.size) else mesh.to_abstract()
     return jax.lax.with_sharding_constraint(x, NamedSharding(target, sharding.to_partition_spec()))
 

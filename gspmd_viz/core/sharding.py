@@ -81,10 +81,13 @@ class Sharding:
     # --- identity -----------------------------------------------------------------------
     @cached_property
     def _key(self):
-        spec = list(self.spec)
+        """What tells layouts apart: size-1 mesh axes split nothing and sum nothing, and
+        trailing replicated dims are implied, so neither counts."""
+        size = self.mesh.shape
+        spec = [tuple(a for a in axes if size[a] > 1) for axes in self.spec]
         while spec and not spec[-1]:
             spec.pop()
-        return (self.mesh, tuple(spec), self.unreduced)
+        return (self.mesh, tuple(spec), frozenset(a for a in self.unreduced if size[a] > 1))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sharding) and self._key == other._key
@@ -137,6 +140,8 @@ class Sharding:
     # --- per-device layout --------------------------------------------------------------
     def shard_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         """Local (padded) shape on every device: ceil division, padding on the right."""
+        if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
+            raise ValueError(f"a shape holds non-negative whole numbers, got {tuple(shape)}")
         return tuple(-(-n // t) for n, t in zip(shape, self.tiles(len(shape)), strict=True))
 
     def shard_index(self, device: int, dim: int) -> int:
