@@ -244,3 +244,16 @@ def test_shardings_that_differ_only_in_size_1_axes_are_equal_and_hash_alike():
     assert gv.Sharding(mesh, (), unreduced={"one"}) == gv.Sharding(mesh, ())
     assert gv.Sharding(mesh, ("x",)) != gv.Sharding(mesh, ("y",))
     assert gv.Sharding(mesh, ("x", "y")) != gv.Sharding(mesh, (("x", "y"),))
+
+
+# --- found by the program generator ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32, jnp.int32])
+def test_padding_of_an_uneven_split_is_masked_with_the_identity_for_every_dtype(dtype):
+    def f(x):  # 5 columns on 8 devices: 3 devices hold padding only
+        x = gv.mesh_split(x, gv.Mesh({"y": 8}), (None, "y"))
+        return x.max(1), (-x).min(1)
+
+    x = jnp.asarray(-(np.arange(35).reshape(7, 5) % 9) - 2, dtype)  # max < 0, min > 1
+    assert_unpartitioned(f, x)

@@ -12,6 +12,7 @@ Uneven shards are masked with the combine's identity before a reduction sees the
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from gspmd_viz.core.registry import entry_for
@@ -23,7 +24,7 @@ def identity_element(combine: str, dtype):
     dtype = np.dtype(dtype)
     if combine == "sum":
         return np.zeros((), dtype)
-    if np.issubdtype(dtype, np.floating):
+    if jax.dtypes.issubdtype(dtype, np.floating):  # bfloat16 too (numpy does not know it)
         return np.array(-np.inf if combine == "max" else np.inf, dtype)
     info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else None
     if info is None:  # bool
