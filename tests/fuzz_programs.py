@@ -190,6 +190,8 @@ def _window(b: _Build, shape, dtype):
     w, s = b.draw(st.integers(1, 3)), b.draw(st.integers(1, 2))
     pad = (b.draw(st.integers(-1, 2)), b.draw(st.integers(-1, 2)))
     dil = b.draw(st.integers(1, 2))
+    if (w, s) == (1, 1):  # XLA:CPU aborts the process on such windows with negative padding
+        pad = (max(pad[0], 0), max(pad[1], 0))
     if (shape[0] - 1) * dil + 1 + sum(pad) < w:
         pad = (0, w)  # the window must fit at least once
     text = f"reduce_window sum rows w={w} s={s} pad={pad} base_dilation={dil}"
