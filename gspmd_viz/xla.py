@@ -7,7 +7,7 @@ sharding XLA propagated to each equation's result. `gv.xla.compare(prop)` sets o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 
@@ -33,6 +33,8 @@ class XlaPropagation:
     mesh: Mesh
     hlo: str  # the module right after XLA's sharding propagation
     shardings: dict  # Value -> Sharding (values XLA kept; dead or folded ones are absent)
+    # Value -> XLA's HloSharding text where our mesh has no spec for it (a sub-axis split)
+    not_comparable: dict = field(default_factory=dict)
 
     def sharding(self, value) -> Sharding | None:
         value = self.program.value(value) if isinstance(value, str) else value
@@ -47,8 +49,9 @@ class XlaPropagation:
         return tuple(self.sharding(v) for v in self.program.outputs if isinstance(v, Value))
 
 
-def _match(program: Program, instrs, mesh: Mesh) -> dict:
-    """Each equation result -> the last instruction of its scope with the same type."""
+def _match(program: Program, instrs) -> dict:
+    """Each equation result -> the HloSharding text of the last instruction of its scope
+    with the same type (program inputs -> their parameter's)."""
     by_eqn: dict[int, list] = {}
     for ins in instrs:
         if ins.eqn is not None and ins.sharding is not None and ins.dtype != "tuple":
@@ -60,26 +63,35 @@ def _match(program: Program, instrs, mesh: Mesh) -> dict:
             same = [i for i in pool if i.shape == v.shape and i.dtype == short_dtype(v.dtype)]
             if same:
                 pool.remove(same[-1])
-                found[v] = Sharding.from_hlo(mesh, same[-1].sharding)
+                found[v] = same[-1].sharding
     for ins in instrs:
         if ins.parameter is not None and ins.sharding and ins.parameter < len(program.inputs):
-            found[program.inputs[ins.parameter]] = Sharding.from_hlo(mesh, ins.sharding)
+            found[program.inputs[ins.parameter]] = ins.sharding
     return found
 
 
-def _unscoped_results(program: Program, hlo: str, mesh: Mesh, found: dict) -> dict:
-    """Program results no equation scope names (a loop's come out of the `while` tuple),
-    read off the ENTRY's ROOT; one our mesh cannot express is left out (not comparable)."""
-    roots, extra = root_shardings(hlo), {}
+def _unscoped_results(program: Program, hlo: str, found: dict) -> dict:
+    """Program results no equation scope names (a loop's come out of the `while` tuple):
+    their HloSharding text, read off the ENTRY's ROOT."""
+    roots = root_shardings(hlo)
     if len(roots) != len(program.outputs):
-        return extra
-    for v, text in zip(program.outputs, roots, strict=True):
-        if isinstance(v, Value) and v not in found:
-            try:
-                extra[v] = Sharding.from_hlo(mesh, text)
-            except ValueError:
-                continue
-    return extra
+        return {}
+    return {
+        v: text
+        for v, text in zip(program.outputs, roots, strict=True)
+        if isinstance(v, Value) and v not in found
+    }
+
+
+def _read(texts: dict, mesh: Mesh) -> tuple[dict, dict]:
+    """(Value -> Sharding, Value -> text our mesh cannot express: not comparable)."""
+    shardings, other = {}, {}
+    for v, text in texts.items():
+        try:
+            shardings[v] = Sharding.from_hlo(mesh, text)
+        except ValueError:  # e.g. {devices=[2,4]<=[8]} on Mesh(x=8): sub-axes of x
+            other[v] = text
+    return shardings, other
 
 
 _CACHE: dict[int, tuple[Program, XlaPropagation]] = {}
@@ -101,9 +113,10 @@ def propagate_program(program: Program, mesh: Mesh | None = None) -> XlaPropagat
     args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in program.inputs]
     lowered = jax.jit(lambda *flat: program.evaluate(*flat, scope=True)).lower(*args)
     hlo = propagated_hlo(lowered)
-    found = _match(program, entry_instructions(hlo) + region_instructions(hlo), mesh)
-    found |= _unscoped_results(program, hlo, mesh, found)
-    result = XlaPropagation(program, mesh, hlo, found)
+    texts = _match(program, entry_instructions(hlo) + region_instructions(hlo))
+    texts |= _unscoped_results(program, hlo, texts)
+    shardings, other = _read(texts, mesh)
+    result = XlaPropagation(program, mesh, hlo, shardings, other)
     _CACHE[id(program)] = (program, result)
     return result
 
@@ -120,9 +133,12 @@ class Row:
     value: Value
     ours: Sharding
     xla: Sharding | None
+    xla_hlo: str | None = None  # XLA's sharding, when our mesh cannot express it
 
     @property
     def status(self) -> str:
+        if self.xla_hlo is not None:
+            return "not comparable"
         return (
             "no XLA result" if self.xla is None else "agree" if self.ours == self.xla else "DIFFER"
         )
@@ -149,7 +165,7 @@ class Comparison:
         header = f"{'eqn':>4}  {'primitive':<20} {'value':<6} {'ours':<28} {'XLA':<28} status"
         lines = [header] if rows else []
         for r in rows:
-            xla = r.value.type_text(r.xla) if r.xla is not None else "-"
+            xla = r.value.type_text(r.xla) if r.xla is not None else r.xla_hlo or "-"
             lines.append(
                 f"{r.eqn:>4}  {r.primitive:<20} {r.value.name:<6} "
                 f"{r.value.type_text(r.ours):<28} {xla:<28} {r.status}"
@@ -176,7 +192,7 @@ def compare(prop, xla: XlaPropagation | None = None) -> Comparison:
         )
     xla = xla or propagate_program(prop.program, prop.mesh)
     rows = tuple(
-        Row(e.index, e.primitive, v, prop.sharding(v), xla.sharding(v))
+        Row(e.index, e.primitive, v, prop.sharding(v), xla.sharding(v), xla.not_comparable.get(v))
         for e in prop.program.equations
         for v in e.outputs
         if not entry_for(e).edge or v in prop.program.outputs

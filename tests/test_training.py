@@ -148,7 +148,6 @@ def _bytes_by_kind_axes(spmd):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="core/execute.pad_global: jnp.pad of a 0-d input fails")
 def test_partitioned_runner_accepts_a_scalar_input():
     """Pins a runner bug met here (Adam's step count works around it as a [1] array)."""
 

@@ -9,7 +9,8 @@ import itertools
 import jax.extend.core as jex
 import numpy as np
 
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.annotate import read_annotation
+from gspmd_viz.core.sharding import Sharding, as_dtype
 from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
 
 # Call-like primitives whose body we inline, and the param holding the body. jax 0.10.2 names
@@ -51,6 +52,7 @@ class Builder:
         self.count = itertools.count()
         self.equations: list[Equation] = []
         self.annotations: dict[Value, Sharding] = {}
+        self.open_dims: dict[Value, frozenset[int]] = {}  # P.UNCONSTRAINED dims, left open
         self.calls: list[Call] = []
         self.scope: list[int] = []  # the calls being inlined, outermost first
         self.loops: list[Loop] = []
@@ -60,20 +62,20 @@ class Builder:
         return Value(
             next(self.count),
             tuple(int(n) for n in aval.shape),
-            np.dtype(aval.dtype),
+            as_dtype(aval.dtype),
             next(self.names),
         )
 
     def read(self, env, atom):
         if isinstance(atom, jex.Literal):
             value = atom.val
-            return Literal(value, tuple(np.shape(value)), np.dtype(atom.aval.dtype))
+            return Literal(value, tuple(np.shape(value)), as_dtype(atom.aval.dtype))
         return env[atom]
 
     def walk(self, jaxpr, consts, args) -> list:
         env: dict = {}
         for var, c in zip(jaxpr.constvars, consts, strict=True):
-            env[var] = Literal(c, tuple(np.shape(c)), np.dtype(var.aval.dtype))
+            env[var] = Literal(c, tuple(np.shape(c)), as_dtype(var.aval.dtype))
         env.update(zip(jaxpr.invars, args, strict=True))
         for eqn in jaxpr.eqns:
             self.equation(env, eqn)
@@ -214,10 +216,9 @@ class Builder:
         return outs
 
     def annotate(self, e: Equation) -> None:
-        sharding = Sharding.from_named_sharding(e.params["sharding"])
         out = e.outputs[0]
-        sharding.check_rank(out.ndim)
-        self.annotations[out] = sharding
+        self.annotations[out], self.open_dims[out] = read_annotation(e.params["sharding"])
+        self.annotations[out].check_rank(out.ndim)
 
 
 def _function_name(body) -> str | None:

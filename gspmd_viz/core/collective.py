@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gspmd_viz.core.sharding import short_dtype
+from gspmd_viz.core.sharding import as_dtype, short_dtype
 from gspmd_viz.units import format_bytes
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -63,7 +63,7 @@ class Collective:
             raise ValueError(f"unknown collective kind {self.kind!r}; known: {', '.join(KINDS)}")
         object.__setattr__(self, "axes", tuple(self.axes))
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        object.__setattr__(self, "dtype", as_dtype(self.dtype))
 
     @property
     def operand_bytes(self) -> int:

@@ -126,6 +126,9 @@ def padded_shape(sharding: Sharding, shape) -> tuple[int, ...]:
 
 
 def pad_global(x, sharding: Sharding):
+    x = jnp.asarray(x)  # a Python or numpy scalar too (a learning rate, a step counter)
+    if x.ndim == 0:
+        return x
     target = padded_shape(sharding, x.shape)
     return jnp.pad(x, [(0, t - n) for n, t in zip(x.shape, target, strict=True)])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 from gspmd_viz.core.factors import Builder, FactorRule
-from gspmd_viz.core.program import Value
 
 
 def _shapes(eqn):
@@ -28,17 +27,18 @@ def conservative(eqn) -> FactorRule:
 
 
 def elementwise(eqn) -> FactorRule:
-    """`i j, i j -> i j`; literals, scalars and size-1 (implicitly broadcast) dims carry none."""
+    """`i j, i j -> i j`; scalars and size-1 (implicitly broadcast) dims carry none. Captured
+    array constants carry factors too: the partitioner slices them like any operand."""
     b = Builder()
     ins, outs = _shapes(eqn)
     dims = [b.new(n) for n in outs[0]]
 
-    def tensor(v, s):
-        if not isinstance(v, Value) or len(s) != len(dims):
+    def tensor(s):
+        if len(s) != len(dims):
             return [()] * len(s)
         return [f if n == m else () for f, n, m in zip(dims, s, outs[0], strict=True)]
 
-    return b.rule([tensor(v, s) for v, s in zip(eqn.inputs, ins, strict=True)], [dims] * len(outs))
+    return b.rule([tensor(s) for s in ins], [dims] * len(outs))
 
 
 def broadcast_in_dim(eqn) -> FactorRule:
@@ -175,10 +175,13 @@ def pad(eqn) -> FactorRule:
 
 
 def dynamic_update_slice(eqn) -> FactorRule:
-    """operand and result share every dim; the update shares the dims it covers whole."""
+    """operand and result share every dim; the update shares the dims it covers whole. A dim
+    the update covers in part is written at a global offset: it stays whole everywhere."""
     b = Builder()
     (src, upd, *idx), _ = _shapes(eqn)
-    operand = [b.new(n) for n in src]
+    operand = [
+        b.new(n, "pass" if u == n else "need_replication") for n, u in zip(src, upd, strict=True)
+    ]
     update = [
         f if u == n else b.new(u, "need_replication")
         for f, u, n in zip(operand, upd, src, strict=True)
@@ -226,6 +229,12 @@ def gather(eqn) -> FactorRule:
     return b.rule([operand, indices], [result])
 
 
+def _moves_data(window: int, stride: int, padding, base_dilation: int) -> bool:
+    """Does output position i read anything but input position i? (Judged by the window
+    itself: a 1-wide window with padding (1, -1) keeps the size but shifts every row.)"""
+    return (window, stride, tuple(padding), base_dilation) != (1, 1, (0, 0), 1)
+
+
 def _window_dims(b: Builder, n: int, m: int, windowed: bool):
     """One spatial dim, size n in and m out: one factor (sized by the input) for both, so a
     spatial sharding carries through (strided windows: each shard keeps its windows)."""
@@ -244,8 +253,13 @@ def conv(eqn) -> FactorRule:
         L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
         L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
         R[rs[0]] = O[os_[1]] = b.new(rhs[rs[0]])
-    for li, ri, oi in zip(ls[2:], rs[2:], os_[2:], strict=True):
-        L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed=rhs[ri] > 1 or lhs[li] != out[oi])
+    p = eqn.params
+    windows = zip(
+        ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
+    )
+    for li, ri, oi, stride, pad, dilation in windows:
+        windowed = _moves_data(rhs[ri], stride, pad, dilation)
+        L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed)
         R[ri] = b.new(rhs[ri], "need_replication")
 
     def fill(fs, s):
@@ -259,12 +273,9 @@ def conv(eqn) -> FactorRule:
 def reduce_window(eqn) -> FactorRule:
     b = Builder()
     ((src,), (out,)), p = _shapes(eqn), eqn.params
-    dims = [
-        _window_dims(b, n, m, windowed=(w, s, pad) != (1, 1, (0, 0)))
-        for n, m, w, s, pad in zip(
-            src, out, p["window_dimensions"], p["window_strides"], p["padding"], strict=True
-        )
-    ]
+    keys = ("window_dimensions", "window_strides", "padding", "base_dilation")
+    windows = zip(src, out, *(p[k] for k in keys), strict=True)
+    dims = [_window_dims(b, n, m, _moves_data(w, s, pad, dil)) for n, m, w, s, pad, dil in windows]
     return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
 
 

@@ -147,13 +147,28 @@ def apply_offset(x, offset: Offset):
 
 
 def local_indices(indices, lookup: Lookup):
-    """Shift data indices into this device's block; `valid`: which ones land in it."""
+    """Shift global indices into this device's block; `valid`: which results this device
+    gives (the others become 0 in the pending sum).
+    clip: indices are clamped globally first, so exactly one block holds each.
+    fill: an index out of global range gets a locally out-of-range index on every device, so
+    the local gather gives the fill value, kept by the device holding block 0 only."""
     valid = jnp.ones(indices.shape[:-1], bool)
-    for _dim, c, axes, k in lookup.dims:
-        start = _shard_start(axes, k).astype(indices.dtype)
-        local = indices[..., c] - start
-        valid &= (local >= 0) & (local < k)
-        indices = indices.at[..., c].set(local)
+    outside, first = jnp.zeros(indices.shape[:-1], bool), True
+    for d in lookup.dims:
+        i = indices[..., d.component]
+        if lookup.mode == "clip":
+            i = jnp.clip(i, 0, d.last)
+        outside |= (i < 0) | (i > d.last)
+        local = i - _shard_start(d.axes, d.local).astype(indices.dtype)
+        valid &= (local >= 0) & (local < d.local)
+        first &= _axis_index(d.axes) == 0
+        indices = indices.at[..., d.component].set(local)
+    if lookup.mode == "fill":
+        for d in lookup.dims:  # -1 is out of range in every block: the local gather fills
+            indices = indices.at[..., d.component].set(
+                jnp.where(outside, -1, indices[..., d.component])
+            )
+        valid = jnp.where(outside, first, valid)
     return indices, valid
 
 

@@ -12,6 +12,7 @@ Uneven shards are masked with the combine's identity before a reduction sees the
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from gspmd_viz.core.registry import entry_for
@@ -23,7 +24,7 @@ def identity_element(combine: str, dtype):
     dtype = np.dtype(dtype)
     if combine == "sum":
         return np.zeros((), dtype)
-    if np.issubdtype(dtype, np.floating):
+    if jax.dtypes.issubdtype(dtype, np.floating):  # bfloat16 too (numpy does not know it)
         return np.array(-np.inf if combine == "max" else np.inf, dtype)
     info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else None
     if info is None:  # bool
@@ -52,21 +53,39 @@ class Offset:
 
 
 @dataclasses.dataclass(frozen=True)
-class Lookup:
-    """A gather whose indexed operand dims are split: (dim, index component, axes, local size)
-    per split dim; `offset_dims` are the result dims that come from the operand slice."""
+class LookupDim:
+    """Operand dim `dim`, indexed by index component `component`, split over `axes` into
+    blocks of `local` rows; global indices above `last` (or below 0) are out of range."""
 
-    dims: tuple[tuple[int, int, tuple[str, ...], int], ...]
+    dim: int
+    component: int
+    axes: tuple[str, ...]
+    local: int
+    last: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """A gather whose indexed operand dims are split; `offset_dims` are the result dims that
+    come from the operand slice; `mode` is what an out-of-range global index does ("clip":
+    clamp it, "fill": the fill value, given by one device only)."""
+
+    dims: tuple[LookupDim, ...]
     offset_dims: tuple[int, ...]
+    mode: str
 
 
 def lookup_of(eqn, operand_sharding, operand_local) -> Lookup | None:
+    entry, shape = entry_for(eqn), eqn.inputs[0].shape
+    start_index_map = eqn.params["dimension_numbers"].start_index_map
     dims = tuple(
-        (d, c, operand_sharding.dim_axes(d), operand_local[d])
-        for c, d in enumerate(entry_for(eqn).lookup_dims(eqn))
-        if operand_sharding.dim_axes(d)
+        LookupDim(d, c, operand_sharding.dim_axes(d), operand_local[d], shape[d] - 1)
+        for c, d in enumerate(start_index_map)
+        if d in entry.lookup_dims(eqn) and operand_sharding.dim_axes(d)
     )
-    return Lookup(dims, tuple(eqn.params["dimension_numbers"].offset_dims)) if dims else None
+    if not dims:
+        return None
+    return Lookup(dims, tuple(eqn.params["dimension_numbers"].offset_dims), entry.lookup_mode(eqn))
 
 
 def local_params(eqn, operand_locals, result_locals) -> dict:

@@ -42,6 +42,7 @@ class Program:
     calls: tuple[Call, ...] = ()  # the inlined calls, outermost first
     loops: tuple[Loop, ...] = ()  # scans and whiles kept as regions of `equations`
     conds: tuple[Cond, ...] = ()  # conds kept as regions of `equations`
+    open_dims: dict = field(default_factory=dict, repr=False)  # Value -> P.UNCONSTRAINED dims
 
     # --- structure --------------------------------------------------------------------
     @cached_property
@@ -264,4 +265,5 @@ def trace(f, *args) -> Program:
         calls=tuple(b.calls),
         loops=tuple(b.loops),
         conds=tuple(b.conds),
+        open_dims=b.open_dims,
     )

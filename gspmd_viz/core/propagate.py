@@ -199,17 +199,25 @@ class Propagator:
                     sources += [s for s in src if s is not t.value]
                 if self._shards(got) != rule.factors[f].size:
                     break  # a minor factor only counts once the major one is whole
-            ok = tuple(axes[: len(cur[d])]) == cur[d]
+            ok = tuple(axes[: len(cur[d])]) == cur[d] and d in self.open_dims(t.value)
             new.append(cur[d] + (_prefix_free(axes[len(cur[d]) :], used) if ok else ()))
             used |= set(new[-1])
         return tuple(new), factors, sources
+
+    def open_dims(self, v: Value):
+        """The dims propagation may refine: all of an unannotated value's, and the dims an
+        annotation leaves open (P.UNCONSTRAINED, the dim jax.vmap adds)."""
+        if v in self.fixed:
+            return self.program.open_dims.get(v, ())
+        return range(v.ndim)
 
     def visit(self, i: int, priority: int, direction: str) -> bool:
         eqn, rule = self.program.equations[i], self.rules[i]
         fa = self.factor_axes(i)
         changed = False
         for t in self.tensors[i]:
-            if t.is_result != (direction == "forward") or t.value in self.fixed:
+            closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
+            if t.is_result != (direction == "forward") or closed:
                 continue
             new, factors, sources = self.proposal(t, rule, fa)
             if new != self.spec[t.value]:

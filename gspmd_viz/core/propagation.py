@@ -45,11 +45,13 @@ def user_annotations(program: Program, mesh: Mesh, extra: dict) -> dict:
 
 def with_constrained_producers(program: Program, annotations: dict) -> dict:
     """A constraint also fixes its operand when nothing else uses it and an equation made it
-    (not a program input).  # Shardy: ApplyShardingConstraints"""
+    (not a program input) and it leaves no dim open.  # Shardy: ApplyShardingConstraints"""
     fixed = dict(annotations)
     for e in program.equations:
         out, src = e.outputs[0], e.inputs[0] if e.inputs else None
         if not entry_for(e).identity or out not in annotations or not isinstance(src, Value):
+            continue
+        if program.open_dims.get(out):
             continue
         if src in program.producer and len(program.consumers[src]) == 1 and src not in fixed:
             fixed[src] = annotations[out]

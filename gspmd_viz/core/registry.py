@@ -11,6 +11,8 @@ An Entry holds
                   shard's offset)
   lookup_dims     eqn -> operand-0 dims read at data-dependent indices (a split one makes each
                   device look up only what it holds; results are pending sums)
+  lookup_mode     eqn -> what an out-of-range index does: "clip" (clamped into range) or
+                  "fill" (the slice is the fill value), applied to global indices
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
   halo            windowed dims may be split with a halo exchange (halo_ops.window_of reads
@@ -40,6 +42,7 @@ class Entry:
     operand_sizes: str | None = None
     counting_dim: str | None = None
     lookup_dims: Callable[..., tuple[int, ...]] | None = None
+    lookup_mode: Callable[..., str] | None = None
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     halo: bool = False
     identity: bool = False
@@ -103,7 +106,18 @@ def _conv_halo_free(eqn) -> dict[int, int]:
 
 
 def _gather_indexed(eqn) -> tuple[int, ...]:
-    return tuple(eqn.params["dimension_numbers"].start_index_map)
+    """Indexed dims read one element each (a wider slice could straddle two shards); none
+    when the mode is not one lower.py knows how to apply globally."""
+    if _gather_mode(eqn) is None:
+        return ()
+    sizes = eqn.params["slice_sizes"]
+    return tuple(d for d in eqn.params["dimension_numbers"].start_index_map if sizes[d] == 1)
+
+
+def _gather_mode(eqn) -> str | None:
+    # XLA clamps start indices, so jax's PROMISE_IN_BOUNDS clamps too (what one device does)
+    name = getattr(eqn.params["mode"], "name", str(eqn.params["mode"]))
+    return {"CLIP": "clip", "PROMISE_IN_BOUNDS": "clip", "FILL_OR_DROP": "fill"}.get(name)
 
 
 # --- the entries --------------------------------------------------------------------------
@@ -136,7 +150,13 @@ register("dynamic_update_slice", families.dynamic_update_slice)
 register("pad", families.pad)
 register("concatenate", families.concatenate)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
-register("gather", families.gather, operand_sizes="slice_sizes", lookup_dims=_gather_indexed)
+register(
+    "gather",
+    families.gather,
+    operand_sizes="slice_sizes",
+    lookup_dims=_gather_indexed,
+    lookup_mode=_gather_mode,
+)
 register(
     "conv_general_dilated",
     families.conv,

@@ -23,7 +23,7 @@ import numpy as np
 
 from gspmd_viz.core.collective import Collective, total_wire_bytes
 from gspmd_viz.core.moves import Mover, Step, state_key
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.sharding import Sharding, as_dtype
 from gspmd_viz.units import format_bytes
 
 
@@ -102,7 +102,7 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     """The cheapest plan (by wire bytes) that turns `src`-sharded data into `dst`-sharded."""
     shape = tuple(int(n) for n in shape)
     _check(src, dst, shape)
-    dtype = np.dtype(dtype)
+    dtype = as_dtype(dtype)
     if state_key(src, len(shape)) == state_key(dst, len(shape)):
         return ReshardPlan(src, dst, shape, dtype, [])
     return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))

@@ -7,6 +7,7 @@ Everything else is a derived view: PartitionSpec, GSPMD dims_mapping, HloShardin
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 
+import jax
 import numpy as np
 
 from gspmd_viz.core.hlo import spec_from_hlo, spec_to_hlo, tile_assignment
@@ -17,9 +18,17 @@ DimAxes = tuple[str, ...]  # the mesh axes splitting one tensor dim, major to mi
 _SHORT_DTYPES = {"bool": "pred", "bfloat16": "bf16"}
 
 
+def as_dtype(dtype):
+    """A numpy dtype, or jax's own extended dtype (a PRNG key, `key<fry>`: it has a name
+    and an itemsize, and numpy cannot interpret it)."""
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return dtype
+    return np.dtype(dtype)
+
+
 def short_dtype(dtype) -> str:
     """XLA's short dtype names: float32 -> f32, int8 -> s8, uint32 -> u32, bool -> pred."""
-    name = np.dtype(dtype).name
+    name = as_dtype(dtype).name
     if name in _SHORT_DTYPES:
         return _SHORT_DTYPES[name]
     for long, short in (("float", "f"), ("uint", "u"), ("int", "s"), ("complex", "c")):
@@ -72,10 +81,13 @@ class Sharding:
     # --- identity -----------------------------------------------------------------------
     @cached_property
     def _key(self):
-        spec = list(self.spec)
+        """What tells layouts apart: size-1 mesh axes split nothing and sum nothing, and
+        trailing replicated dims are implied, so neither counts."""
+        size = self.mesh.shape
+        spec = [tuple(a for a in axes if size[a] > 1) for axes in self.spec]
         while spec and not spec[-1]:
             spec.pop()
-        return (self.mesh, tuple(spec), self.unreduced)
+        return (self.mesh, tuple(spec), frozenset(a for a in self.unreduced if size[a] > 1))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sharding) and self._key == other._key
@@ -128,6 +140,8 @@ class Sharding:
     # --- per-device layout --------------------------------------------------------------
     def shard_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         """Local (padded) shape on every device: ceil division, padding on the right."""
+        if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
+            raise ValueError(f"a shape holds non-negative whole numbers, got {tuple(shape)}")
         return tuple(-(-n // t) for n, t in zip(shape, self.tiles(len(shape)), strict=True))
 
     def shard_index(self, device: int, dim: int) -> int:
@@ -156,7 +170,7 @@ class Sharding:
 
     def device_bytes(self, shape: Sequence[int], dtype) -> dict[int, int]:
         """Bytes of real (unpadded) data each device holds."""
-        itemsize = np.dtype(dtype).itemsize
+        itemsize = as_dtype(dtype).itemsize
         return {
             d: itemsize * int(np.prod([s.stop - s.start for s in slices], dtype=int))
             for d, slices in self.device_slices(shape).items()
@@ -164,7 +178,7 @@ class Sharding:
 
     def shard_bytes(self, shape: Sequence[int], dtype) -> int:
         """Bytes of one padded local shard (what each device allocates)."""
-        return np.dtype(dtype).itemsize * int(np.prod(self.shard_shape(shape), dtype=int))
+        return as_dtype(dtype).itemsize * int(np.prod(self.shard_shape(shape), dtype=int))
 
     def replica_groups(self) -> list[list[int]]:
         """Groups of devices holding the same data (one group per shard), sorted."""

@@ -1,0 +1,16 @@
+"""Random small programs (tests/fuzz_programs.py) run partitioned: equal to the program with its
+annotations dropped on one device, no crash, and no more wire bytes than 1.25x XLA's + 64 B
+(except steps with a known byte gap, issue 10 items 10-12). benchmarks/fuzz.py runs it long."""
+
+from fuzz_programs import check, programs
+from hypothesis import given, settings
+
+
+@settings(max_examples=100, derandomize=True)  # the long random run: benchmarks/fuzz.py
+@given(programs())
+def test_random_programs_are_right_and_cheap(p):
+    out = check(p)
+    assert not out.crashed, f"{out.crashed}\n{p}"
+    assert not out.wrong, f"{out.wrong}\n{p}"
+    if not p.bytes_gap:
+        assert not out.over_bytes, f"ours {out.ours} B, XLA {out.xla} B\n{p}"
