@@ -165,3 +165,11 @@ def test_an_exception_in_a_handler_is_shown_inline(monkeypatch):
     monkeypatch.undo()
     w.slider.value = 2
     assert "gv-stale" not in w.graph.value and "step 2 of" in w.step.value
+
+
+def test_static_figure_is_one_svg_of_the_focus_window():
+    w = PropagationWidget("mlp")
+    w.slider.value = 3
+    fig = w.static_figure()
+    assert fig.count("<svg") == 1 and fig.rstrip().endswith("</svg>")
+    assert fig in w.graph.value and "3: dot_general" in fig

@@ -176,6 +176,7 @@ class PropagationWidget:
         self.generation = 0  # bumped on every re-propagation (keys the frame cache)
         self.prop = None
         self.figure = ""  # the last good frame (focus window and minimap)
+        self.focus = ""  # its focus window, one SVG
         self.repropagate_ms = 0.0
         self._build_controls(xla)
         self.repropagate(self.example.specs)
@@ -248,12 +249,13 @@ class PropagationWidget:
         box = viewport.window(whole, self.follow(k), *FOCUS)
         self.focus_box = box
         legend = legend_html(frame_shardings(self.prop, k).values(), BORDERS)
+        self.focus = viewport.focus_svg(whole, box, *FOCUS)
         return (
             f"{legend}<div style='display:flex;gap:8px;align-items:flex-start'>"
             f"<div class='gv-minimap' style='border:1px solid #ccc'>"
             f"{viewport.minimap_svg(whole, box, *MINIMAP)}</div>"
             f"<div class='gv-focus' style='border:1px solid #ccc'>"
-            f"{viewport.focus_svg(whole, box, *FOCUS)}</div></div>"
+            f"{self.focus}</div></div>"
         )
 
     @inline_errors
@@ -339,7 +341,8 @@ class PropagationWidget:
         self.box.add_class("gv-propagation")
 
     def static_figure(self) -> str:
-        return self.figure
+        """The focus window alone: one SVG (the minimap and legend are HTML around it)."""
+        return self.focus
 
     def show(self):
         return self.box
