@@ -422,3 +422,32 @@ def mlp_cond(ann):
 
 
 ZOO["mlp_cond"] = (mlp_cond, MLP_SPECS)
+
+
+# Dim names of each annotated tensor (one letter a dim), for widgets' annotation rows.
+DIM_NAMES = {
+    "mlp": {"x": "BD", "w1": "DH", "w2": "HD"},
+    "mlp_train_step": {"x": "BD", "w1": "DH", "w2": "HD"},
+    "transformer_block": {
+        "x": "BLM",
+        "wq": "MND",
+        "wk": "MND",
+        "wv": "MND",
+        "wo": "MND",
+        "qkv": "BLND",
+        "wi": "MH",
+        "h": "BLH",
+        "wout": "HM",
+        "out": "BLM",
+    },
+    "moe": {
+        "x": "GSM",
+        "combine": "GSEC",
+        "dispatched": "EGCM",
+        "wi": "EMH",
+        "wo": "EHM",
+        "out": "GSM",
+    },
+    "embedding_loss": {"ids": "BL", "table": "VM", "logits": "BLV"},
+    "conv_block": {"img": "NHWC", "kernel": "HWCF"},
+}

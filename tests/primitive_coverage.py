@@ -11,7 +11,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from gspmd_viz.core.program import INLINED, REJECTED
+from gspmd_viz.core.builder import INLINED, REJECTED
 from gspmd_viz.core.registry import is_known
 
 ARGS = (
@@ -58,9 +58,14 @@ def emitted() -> dict[str, set[str]]:
     return out
 
 
+REGIONS = ("scan", "while", "cond")  # core/builder.py keeps these as regions
+
+
 def status(primitive: str) -> str:
     if primitive in INLINED:
         return "inlined (its body is traced)"
+    if primitive in REGIONS:
+        return "control flow: its body is traced once and partitioned once"
     if primitive in REJECTED:
         return "refused by gv.trace with advice"
     return "registry rule" if is_known(primitive) else "no rule: runs replicated, noted"

@@ -1,12 +1,15 @@
 """The collective ledger: rows replay spmd.collectives, times come from gspmd_viz.sim, the
 graph puts each collective on its edge, and bad input shows an inline message."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.sim import collective_time
+from gspmd_viz.sim import CHIPS, collective_time
+from gspmd_viz.units import format_time
 from gspmd_viz.viz import ledger
 
 MESH = gv.Mesh({"x": 2, "y": 4})
@@ -50,16 +53,67 @@ def test_device_view_shows_local_shapes_and_slices(spmd):
 
 
 def test_graph_labels_the_edge_that_communicates(spmd):
-    source = ledger.ledger_graph(spmd).source
-    assert 'e5 -> e6 [label="all-reduce(y) 1.5 KiB"]' in source
+    source = ledger.ledger_graph(spmd, "tpu-v3").source
+    t = format_time(collective_time("all-reduce", 8 * 32 * 4, 4, "tpu-v3"))
+    assert f'e5 -> e6 [label="all-reduce(y) 1.5 KiB, {t}"]' in source
+    assert "decorate=true" in source  # the label is tied to its edge
 
 
-def test_widget_redraws_and_explains_bad_input(spmd):
+def test_graph_is_drawn_at_its_natural_size(spmd):
+    html = ledger.ledger_html(spmd)
+    assert re.search(r'<svg width="\d+pt" height="\d+pt"', html)  # graphviz's own size, 100%
+    assert 'width="100%"' not in html and "42%" not in html
+
+
+def test_matmul_flops_match_the_unpartitioned_count(spmd):
+    """Both matmuls are split over all 8 devices (x on the batch, y on the hidden dim), so a
+    device does exactly 1/8 of the global 2*B*D*H FLOPs of each."""
+    assert ledger.matmul_flops(spmd) == 2 * (2 * 16 * 32 * 64) / 8
+
+
+def test_chip_changes_compute_and_communication_time(spmd):
+    for chip in CHIPS:
+        compute, comm = ledger.step_times(spmd, chip)
+        assert compute == ledger.matmul_flops(spmd) / CHIPS[chip].peak_bf16_flops
+        assert comm == collective_time("all-reduce", 8 * 32 * 4, 4, chip)
+    assert len({ledger.step_times(spmd, c) for c in CHIPS}) == len(CHIPS)
+
+
+def test_widget_every_control_every_option_and_bad_text(spmd):
+    """Kernel side: every chip, every device id (both ends), bad device text: an inline
+    message, the stale figure greyed, and the next good value brings it back."""
     w = ledger.LedgerWidget(spmd)
-    w.chip.value = "tpu-v5e"
-    assert "tpu-v5e" in w.out.value and "all-reduce(y)" in w.out.value
-    w.device.value = 7
-    assert "device 7 (x=1, y=3)" in w.out.value
+    drawn = set()
+    for chip in w.chip.options:
+        w.chip.value = chip
+        assert f"{chip}: compute" in w.out.value and "gv-ok" in w.message.value
+        drawn.add(ledger.times_text(spmd, chip))
+    assert len(drawn) == len(CHIPS)  # the TPU control changes what is drawn
+    for device in range(spmd.mesh.size):
+        w.device.value = str(device)
+        coords = ", ".join(f"{a}={i}" for a, i in spmd.mesh.coords(device).items())
+        assert f"device {device} ({coords})" in w.out.value
+    for bad, words in (("99", "device 99 is out of range"), ("-1", "out of range"),
+                       ("abc", "is not a number"), ("", "is not a number")):  # fmt: skip
+        w.device.value = bad
+        assert words in w.message.value and "gv-stale" in w.out.value
+        assert "device 7" in w.out.value  # the last good figure, greyed
+        w.device.value = "7"
+        assert "gv-stale" not in w.out.value and "gv-ok" in w.message.value
+    assert w.static_figure() == w.out.value
+
+
+def test_widget_explains_a_bad_program():
     bad = ledger.LedgerWidget(42)
-    assert "gv.partition" in bad.out.value and "color:#b00020" in bad.out.value
-    assert "no example" in ledger.LedgerWidget("not-in-the-zoo").out.value
+    assert "gv.partition" in bad.message.value and "color:#b00020" in bad.message.value
+    assert "no example" in ledger.LedgerWidget("not-in-the-zoo").message.value
+
+
+def test_an_exception_while_drawing_is_shown_inline(spmd, monkeypatch):
+    w = ledger.LedgerWidget(spmd)
+    monkeypatch.setattr(ledger, "ledger_html", lambda *a: 1 / 0)
+    w.chip.value = "tpu-v4"
+    assert "division by zero" in w.message.value and "gv-stale" in w.out.value
+    monkeypatch.undo()
+    w.chip.value = "tpu-v5e"
+    assert "gv-stale" not in w.out.value and "tpu-v5e: compute" in w.out.value

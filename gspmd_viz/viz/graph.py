@@ -34,6 +34,7 @@ PALETTE = [
 ]
 REPLICATED = "#ffffff"
 HIGHLIGHT = "#d62728"
+LINKED = "#1f77b4"  # nodes a "why?" chain names
 
 
 def spec_text(sharding) -> str:
@@ -61,8 +62,10 @@ def program_graph(
     notes: dict[int, str] | None = None,
     edge_labels: dict[tuple[int, int], str] | None = None,
     rankdir: str = "TB",
+    linked: frozenset[str] = frozenset(),
 ) -> graphviz.Digraph:
-    """Equations are nodes `e{i}`, inputs `in{k}`; `marked` {eqn: why} draws red dashed."""
+    """Equations are nodes `e{i}`, inputs `in{k}`; `marked` {eqn: why} draws red dashed;
+    `linked` node names get a thick blue border."""
     marked, notes, edge_labels = marked or {}, notes or {}, edge_labels or {}
     shardings = {v: sharding(v) for v in program.values} if sharding else {}
     fill = colours(shardings.values())
@@ -85,11 +88,13 @@ def program_graph(
     source = {}
     for k, v in enumerate(program.inputs):
         source[v] = f"in{k}"
+        linked_attrs = {"color": LINKED, "penwidth": "3"} if f"in{k}" in linked else {}
         g.node(
             f"in{k}",
             _label(f"input {k}", v, shardings.get(v), None),
             shape="ellipse",
             fillcolor=colour(v),
+            **linked_attrs,
         )
     clusters = _clusters(program)
     # a loop's carry edge reads the body's result, made further down
@@ -101,6 +106,8 @@ def program_graph(
             attrs["peripheries"] = "2"
         if e.index in marked:
             attrs |= {"color": HIGHLIGHT, "style": "rounded,filled,dashed", "penwidth": "2"}
+        if f"e{e.index}" in linked:
+            attrs |= {"color": LINKED, "penwidth": "3"}
         if e.index in highlight:
             attrs |= {"color": HIGHLIGHT, "penwidth": "3"}
         note = " / ".join(x for x in (notes.get(e.index), marked.get(e.index)) if x) or None
@@ -154,6 +161,26 @@ def _attach(clusters, g: graphviz.Digraph) -> None:
     for k, (span, sub) in enumerate(clusters):
         parent = next((p for s, p in clusters[k + 1 :] if span.start in s), g)
         parent.subgraph(sub)
+
+
+def node_of(program: Program, v: Value) -> str:
+    """The graph node that draws value `v`: its equation `e{i}` or input `in{k}`."""
+    producer = program.producer.get(v)
+    return f"e{producer.index}" if producer is not None else f"in{program.inputs.index(v)}"
+
+
+def legend_html(shardings, extra: tuple[tuple[str, str], ...] = ()) -> str:
+    """What the fills and borders mean: one swatch per spec in the figure, then the borders
+    (`extra`: (CSS border, meaning) pairs a view adds)."""
+    swatch = (
+        "<span style='display:inline-block;margin:0 10px 2px 0'><span style='display:inline-block;"
+        "width:12px;height:12px;vertical-align:middle;border:{};background:{}'></span> {}</span>"
+    )
+    items = [swatch.format("1px solid #999", REPLICATED, "replicated")]
+    items += [swatch.format("1px solid #999", c, k) for k, c in colours(shardings).items()]
+    borders = (("3px double #000", "annotated by the user"), *extra)
+    items += [swatch.format(border, "#fff", text) for border, text in borders]
+    return "<div class='gv-legend' style='font:11px Helvetica'>" + "".join(items) + "</div>"
 
 
 def svg(graph: graphviz.Digraph) -> str:

@@ -1,20 +1,21 @@
 """The collective ledger: where the partitioned program communicates, and what it costs.
 
-The program graph (viz/graph.py) with every collective written on the edge that needs it, a
-table of collectives (kind, mesh axes, per-device shape, wire bytes, time on a chosen TPU
-generation via gspmd_viz.sim), and a device picker that shows what one device holds.
-Everything is replayed from `spmd` (the partitioner's record); nothing is recomputed.
-`ledger_text` is the same content as text (what tests assert).
+The program graph (viz/graph.py, drawn at 100%) with every collective written on the edge that
+needs it (the label tied to its edge by a leader line), a table of collectives (kind, mesh axes,
+per-device shape, wire bytes, time on a chosen TPU generation via gspmd_viz.sim), the
+per-device compute and communication time on that chip, and a device picker that shows what
+one device holds. Everything is replayed from `spmd` (the partitioner's record); nothing is
+recomputed. `ledger_text` is the same content as text (what tests assert).
 """
 
 from __future__ import annotations
 
 import html
-import re
+import math
 
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.spmd import Combine, Reshard, instruction_collectives
+from gspmd_viz.core.spmd import Combine, Compute, Reshard, instruction_collectives
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
@@ -61,6 +62,36 @@ def rows(spmd: SPMDProgram, chip: str = "tpu-v3") -> list[dict]:
                 }
             )
     return out
+
+
+def matmul_flops(spmd: SPMDProgram) -> float:
+    """FLOPs one device spends in matmuls: 2 x local result size x local contracted size."""
+    total = 0.0
+    for ins in spmd.instructions:
+        if not isinstance(ins, Compute) or ins.eqn.primitive != "dot_general":
+            continue
+        lhs = ins.eqn.inputs[0]
+        (contract, _), _ = ins.eqn.params["dimension_numbers"]
+        local_lhs = ins.operand_shardings[0].shard_shape(lhs.shape)
+        out = ins.eqn.outputs[0]
+        local_out = ins.shardings[0].shard_shape(out.shape)
+        total += 2 * math.prod(local_out) * math.prod(local_lhs[d] for d in contract)
+    return total
+
+
+def step_times(spmd: SPMDProgram, chip: str) -> tuple[float, float]:
+    """(compute, communication) seconds per device on `chip`: matmuls at peak bf16 FLOP/s
+    (other ops and HBM traffic ignored), collectives one after another (no overlap)."""
+    compute = matmul_flops(spmd) / CHIPS[chip].peak_bf16_flops
+    return compute, sum(r["time"] for r in rows(spmd, chip))
+
+
+def times_text(spmd: SPMDProgram, chip: str) -> str:
+    compute, comm = step_times(spmd, chip)
+    return (
+        f"{chip}: compute {format_time(compute)} ({matmul_flops(spmd):.3g} matmul FLOPs per "
+        f"device at peak bf16), communication {format_time(comm)}"
+    )
 
 
 def ledger_text(spmd: SPMDProgram, chip: str = "tpu-v3") -> str:
@@ -110,7 +141,9 @@ def ledger_graph(spmd: SPMDProgram, chip: str = "tpu-v3"):
     notes: dict[int, list[str]] = {}
     for r in rows(spmd, chip):
         c = r["collective"]
-        text = f"{c.kind}({','.join(c.axes)}) {format_bytes(c.wire_bytes)}"
+        text = (
+            f"{c.kind}({','.join(c.axes)}) {format_bytes(c.wire_bytes)}, {format_time(r['time'])}"
+        )
         text += f" (× {c.trips} trips)" if c.trips != 1 else ""
         if r["edge"] is not None:
             edges.setdefault(r["edge"], []).append(text)
@@ -123,32 +156,57 @@ def ledger_graph(spmd: SPMDProgram, chip: str = "tpu-v3"):
         notes={k: "; ".join(v) for k, v in notes.items()},
         highlight=tuple(sorted({k[1] for k in edges} | set(notes))),
     )
-    g.edge_attr.update(fontcolor=COLLECTIVE, fontname="Helvetica-Bold", fontsize="10")
+    # decorate: a leader line ties each label to its edge, so no label floats free
+    g.edge_attr.update(
+        fontcolor=COLLECTIVE, fontname="Helvetica-Bold", fontsize="11", decorate="true"
+    )
     return g
 
 
-def _scalable(svg_text: str) -> str:
-    """Let the SVG shrink to its box (graphviz writes fixed pt sizes)."""
-    fixed = r'<svg width="[\d.]+pt" height="[\d.]+pt"'
-    return re.sub(fixed, '<svg width="100%"', svg_text, count=1)
+def time_bars(spmd: SPMDProgram, chip: str) -> str:
+    """Compute and communication time on `chip` as bars on one scale for every chip, so
+    switching chips moves them."""
+    worst = max(sum(step_times(spmd, c)) for c in CHIPS) or 1.0
+    bar = (
+        "<div style='display:flex;align-items:center;gap:6px;font:12px Helvetica'>"
+        "<span style='width:110px'>{}</span><span style='display:inline-block;height:12px;"
+        "width:{:.0f}px;background:{}'></span> {}</div>"
+    )
+    compute, comm = step_times(spmd, chip)
+    return (
+        "<div class='gv-times'>"
+        + "".join(
+            bar.format(name, 400 * t / worst, colour, format_time(t))
+            for name, t, colour in (
+                ("compute", compute, "#1f77b4"),
+                ("communication", comm, COLLECTIVE),
+            )
+        )
+        + "</div>"
+    )
 
 
 def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0) -> str:
-    """Graph, collective table and one device's view as one HTML block."""
-    pre = "<pre style='font-size:11px;margin:4px 0 12px 0'>{}</pre>"
-    graph = _scalable(svg(ledger_graph(spmd, chip)))
-    table = pre.format(html.escape(ledger_text(spmd, chip)))
-    local = pre.format(html.escape(device_text(spmd, device)))
+    """Graph (at its natural size), times, collective table and one device's view."""
+    pre = "<pre style='font-size:12px;margin:4px 0 12px 0'>{}</pre>"
+    graph = svg(ledger_graph(spmd, chip))
+    graph = graph[graph.index("<svg") :]
     return (
-        "<div style='display:flex;gap:16px;align-items:flex-start'>"
-        f"<div style='flex:0 0 42%;max-height:720px;overflow:auto'>{graph}</div>"
-        f"<div><b>Collectives, time on {html.escape(chip)}</b>{table}"
-        f"<b>What one device holds</b>{local}</div></div>"
+        f"<div class='gv-ledger-graph' style='max-height:720px;overflow:auto'>{graph}</div>"
+        f"<b>{html.escape(times_text(spmd, chip))}</b>{time_bars(spmd, chip)}"
+        "<div style='display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start'>"
+        f"<div><b>Collectives, time on {html.escape(chip)}</b>"
+        f"{pre.format(html.escape(ledger_text(spmd, chip)))}</div>"
+        f"<div><b>What one device holds</b>"
+        f"{pre.format(html.escape(device_text(spmd, device)))}</div></div>"
     )
 
 
 def error_html(message: str) -> str:
-    return f"<div style='color:#b00020;font-family:monospace'>{html.escape(message)}</div>"
+    return (
+        f"<div class='gv-error' style='color:#b00020;font-family:monospace'>"
+        f"{html.escape(message)}</div>"
+    )
 
 
 # --- the widget --------------------------------------------------------------------------------
@@ -169,34 +227,59 @@ def _as_spmd(program) -> SPMDProgram:
     )
 
 
+def device_id(text: str, size: int) -> int:
+    """The device box's text as a device id of a `size`-device mesh, or a clear error."""
+    text = str(text).strip()
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"device {text!r} is not a number: give a device id 0 to {size - 1}")
+    device = int(text)
+    if not 0 <= device < size:
+        raise ValueError(f"device {device} is out of range: the mesh has devices 0 to {size - 1}")
+    return device
+
+
+STALE = "opacity:0.3;filter:grayscale(1)"
+
+
 class LedgerWidget:
-    """Chip and device pickers over the ledger; bad input shows an inline message."""
+    """Chip and device pickers over the ledger; bad input shows an inline message, the stale
+    figure greyed out, and the widget keeps working."""
 
     def __init__(self, program="mlp", chip: str = "tpu-v3", device: int = 0):
         import ipywidgets as w
 
-        self.out = w.HTML()
+        self.out, self.message = w.HTML(), w.HTML()
         self.chip = w.Dropdown(options=sorted(CHIPS), value=chip, description="TPU")
-        self.device = w.BoundedIntText(value=0, min=0, max=0, description="device")
+        self.device = w.Text(value=str(device), description="device", continuous_update=False)
+        self.figure = ""
         try:
             self.spmd = _as_spmd(program)
-            self.device.max = self.spmd.mesh.size - 1
-            self.device.value = device
         except (TypeError, KeyError, ValueError) as err:
             self.spmd = None
-            self.out.value = error_html(str(err))
+            self.message.value = error_html(str(err))
         self.chip.observe(self.redraw, "value")
         self.device.observe(self.redraw, "value")
-        self.box = w.VBox([w.HBox([self.chip, self.device]), self.out])
+        self.box = w.VBox([w.HBox([self.chip, self.device]), self.message, self.out])
+        self.box.add_class("gv-ledger")
         self.redraw()
 
     def redraw(self, *_):
         if self.spmd is None:
             return
         try:
-            self.out.value = ledger_html(self.spmd, self.chip.value, int(self.device.value))
-        except (ValueError, KeyError) as err:
-            self.out.value = error_html(str(err))
+            device = device_id(self.device.value, self.spmd.mesh.size)
+            self.figure = ledger_html(self.spmd, self.chip.value, device)
+        except Exception as err:  # noqa: BLE001 (any failure must stay inside the widget)
+            self.message.value = error_html(str(err).splitlines()[0] if str(err) else repr(err))
+            self.out.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
+            return
+        self.message.value = (
+            f"<span class='gv-ok'>{html.escape(self.chip.value)}, device {device}</span>"
+        )
+        self.out.value = self.figure
+
+    def static_figure(self) -> str:
+        return self.figure
 
     def _ipython_display_(self):
         from IPython.display import display

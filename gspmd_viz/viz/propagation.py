@@ -1,9 +1,14 @@
 """The propagation animator: replay `prop.steps` on the program graph.
 
 Play + slider walk the recorded steps (the step's equation highlighted, before -> after, the
-rule that fired); "why?" shows `prop.explain`; dropdowns per annotated tensor dim edit the
+rule that fired). The graph is drawn whole once per frame and shown twice: a focus window
+cropped to the active equation and its neighbours (so the action is always on screen) and a
+minimap of the whole program with that window outlined. "why?" shows `prop.explain` and
+outlines in blue the nodes its chain names; dropdowns per annotated tensor dim edit the
 example's annotations and re-propagate; a checkbox overlays XLA's result (computed once per
 set of annotations, cached) with disagreements marked. It replays, it never recomputes a step.
+An error in any handler becomes a one-line message, the stale figure is greyed out, and the
+widget keeps working.
 """
 
 from __future__ import annotations
@@ -16,9 +21,26 @@ import ipywidgets as W
 from gspmd_viz import examples
 from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
-from gspmd_viz.viz.graph import program_graph, svg
+from gspmd_viz.viz import viewport
+from gspmd_viz.viz.graph import HIGHLIGHT, LINKED, legend_html, node_of, program_graph, svg
+from gspmd_viz.viz.propagation_parts import (
+    annotation_shapes,
+    chain_values,
+    checked_specs,
+    inline_errors,
+    neighbourhood,
+    why_options,
+)
 
 NONE = "-"
+FOCUS = (760, 430)  # px: the window that follows the active equation
+MINIMAP = (150, 430)  # px: the whole program
+BORDERS = (
+    (f"3px solid {HIGHLIGHT}", "this step's equation"),
+    (f"3px solid {LINKED}", 'named by "why?"'),
+    (f"2px dashed {HIGHLIGHT}", "XLA decides differently"),
+)
+STALE = "opacity:0.3;filter:grayscale(1)"
 
 
 def frame_shardings(prop, k: int) -> dict:
@@ -49,10 +71,12 @@ def disagreements(prop, comparison) -> dict[int, str]:
     return {r.eqn: f"XLA: {r.value.type_text(r.xla)}" for r in comparison.differ}
 
 
-def frame_graph(prop, k: int, marked: dict | None = None):
+def frame_graph(prop, k: int, marked: dict | None = None, linked=frozenset()):
     state = frame_shardings(prop, k)
     highlight = (prop.steps[k - 1].eqn,) if k else ()
-    return program_graph(prop.program, state.__getitem__, highlight=highlight, marked=marked)
+    return program_graph(
+        prop.program, state.__getitem__, highlight=highlight, marked=marked, linked=linked
+    )
 
 
 def _dim_options(mesh) -> list[str]:
@@ -74,42 +98,42 @@ class PropagationWidget:
 
     def __init__(self, name: str = "mlp", mesh=None, xla: bool = False):
         self.example = examples.get(name, mesh)
+        self.shapes = annotation_shapes(self.example)
         self.xla_cache: dict = {}
         self.frames: dict = {}
         self.generation = 0  # bumped on every re-propagation (keys the frame cache)
         self.prop = None
+        self.figure = ""  # the last good frame (focus window and minimap)
+        self.focus = ""  # its focus window, one SVG
         self.repropagate_ms = 0.0
         self._build_controls(xla)
         self.repropagate(self.example.specs)
 
     # --- state ----------------------------------------------------------------------------
+    @inline_errors
     def repropagate(self, specs: dict) -> None:
         """Re-trace the example with new annotations and propagate (errors shown inline)."""
         start = time.perf_counter()
-        try:
-            ex = examples.get(  # shapes are all propagation needs: no arrays to build
-                self.example.name, self.example.mesh, specs, symbolic=True, ranks=self.example.ranks
-            )
-            prop = propagate(trace(ex.fn, *ex.args))
-        except (ValueError, TypeError, KeyError) as err:
-            self.message.value = (
-                f"<span style='color:#b00'>cannot use these annotations: "
-                f"{html.escape(str(err))}</span>"
-            )
-            return
+        checked_specs(self.example.mesh, specs)
+        ex = examples.get(  # shapes are all propagation needs: no arrays to build
+            self.example.name, self.example.mesh, specs, symbolic=True, ranks=self.example.ranks
+        )
+        prop = propagate(trace(ex.fn, *ex.args))
         self.repropagate_ms = 1e3 * (time.perf_counter() - start)
         self.example, self.prop = ex, prop
         self.generation += 1
         self.message.value = (
-            f"re-traced and propagated: {len(prop.steps)} steps, {len(prop.conflicts)} conflicts"
+            f"<span class='gv-ok'>re-traced and propagated: {len(prop.steps)} steps, "
+            f"{len(prop.conflicts)} conflicts</span>"
         )
-        self.slider.max = len(prop.steps)
-        self.slider.value = len(prop.steps)
-        names = [v.name for e in prop.program.equations for v in e.outputs]
-        keep = self.why.value if self.why.value in names else None
+        keep = self.why.value
+        self.why.options = why_options(prop)
+        names = [n for _, n in self.why.options]
         outputs = [v.name for v in prop.program.outputs if getattr(v, "name", None) in names]
-        self.why.options = names
-        self.why.value = keep or (outputs[-1] if outputs else None)  # start on the result
+        self.why.value = keep if keep in names else (outputs[-1] if outputs else names[0])
+        with self.slider.hold_trait_notifications():
+            self.slider.max = len(prop.steps)
+            self.slider.value = len(prop.steps)
         self.redraw()
 
     def comparison(self):
@@ -120,7 +144,49 @@ class PropagationWidget:
             self.xla_cache[key] = xla.compare(self.prop)
         return self.xla_cache[key]
 
+    def fail(self, err) -> None:
+        """One-line message; the figure stays, greyed out, until a good change redraws it."""
+        line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        self.message.value = (
+            f"<span class='gv-error' style='color:#b00020'>{html.escape(line)}</span>"
+        )
+        self.graph.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
+
     # --- views ----------------------------------------------------------------------------
+    def linked(self) -> frozenset[str]:
+        if self.prop is None or not self.why.value:
+            return frozenset()
+        values = chain_values(self.prop, self.prop.program.value(self.why.value))
+        return frozenset(node_of(self.prop.program, v) for v in values)
+
+    def follow(self, k: int) -> list[str]:
+        """The nodes to keep in view: the step's neighbourhood, or the "why?" chain at 0."""
+        if k:
+            return neighbourhood(self.prop, self.prop.steps[k - 1].eqn)
+        return sorted(self.linked())
+
+    def frame_svg(self, k: int, marked) -> str:
+        key = (self.generation, k, self.overlay.value, self.why.value)
+        if key not in self.frames:  # graphviz takes a while on big programs: keep each frame
+            self.frames = self.frames if len(self.frames) < 256 else {}
+            self.frames[key] = svg(frame_graph(self.prop, k, marked, self.linked()))
+        return self.frames[key]
+
+    def render(self, k: int, marked) -> str:
+        whole = self.frame_svg(k, marked)
+        box = viewport.window(whole, self.follow(k), *FOCUS)
+        self.focus_box = box
+        legend = legend_html(frame_shardings(self.prop, k).values(), BORDERS)
+        self.focus = viewport.focus_svg(whole, box, *FOCUS)
+        return (
+            f"{legend}<div style='display:flex;gap:8px;align-items:flex-start'>"
+            f"<div class='gv-minimap' style='border:1px solid #ccc'>"
+            f"{viewport.minimap_svg(whole, box, *MINIMAP)}</div>"
+            f"<div class='gv-focus' style='border:1px solid #ccc'>"
+            f"{self.focus}</div></div>"
+        )
+
+    @inline_errors
     def redraw(self, *_) -> None:
         k = self.slider.value
         marked = None
@@ -130,48 +196,56 @@ class PropagationWidget:
             self.xla_text.value = f"<pre>{html.escape(table.text(only_differences=True))}</pre>"
         else:
             self.xla_text.value = ""
-        key = (self.generation, k, self.overlay.value)
-        if key not in self.frames:  # graphviz takes a while on big programs: keep each frame
-            self.frames = self.frames if len(self.frames) < 512 else {}
-            self.frames[key] = svg(frame_graph(self.prop, k, marked))
-        self.graph.value = self.frames[key]
-        self.step.value = f"<pre>{html.escape(step_text(self.prop, k))}</pre>"
-        self.explain()
+        self.figure = self.render(k, marked)
+        self.graph.value = f"<div class='gv-figure'>{self.figure}</div>"
+        self.step.value = f"<pre class='gv-step'>{html.escape(step_text(self.prop, k))}</pre>"
+        self.explain_text()
 
-    def explain(self, *_) -> None:
+    def explain_text(self) -> None:
         if self.prop is not None and self.why.value:
             text = self.prop.explain(self.why.value)
-            self.why_text.value = f"<pre>{html.escape(text)}</pre>"
+            self.why_text.value = f"<pre style='font-size:11px'>{html.escape(text)}</pre>"
 
+    @inline_errors
+    def explain(self, *_) -> None:
+        self.redraw()  # the chain's nodes are outlined in the figure
+
+    @inline_errors
     def _edit(self, *_) -> None:
         specs = {}
         for name, dims in self.editors.items():
             entries = [_entry(d.value) for d in dims]
-            specs[name] = (
-                None
-                if all(e is None for e in entries) and name not in self._annotated
-                else tuple(entries)
-            )
+            unset = all(e is None for e in entries) and name not in self._annotated
+            specs[name] = None if unset else tuple(entries)
         self.repropagate(specs)
 
     # --- widgets --------------------------------------------------------------------------
+    def _annotation_row(self, name: str, options: list[str]) -> W.HBox:
+        ex, shape = self.example, self.shapes.get(name, ())
+        letters = examples.DIM_NAMES.get(ex.name, {}).get(name, "")
+        spec = tuple(ex.specs.get(name) or ()) + (None,) * len(shape)
+        dims = []
+        for d, size in enumerate(shape):
+            dim = letters[d] if d < len(letters) else f"d{d}"
+            dims.append(
+                W.Dropdown(
+                    options=options,
+                    value=_text(spec[d]),
+                    description=f"{dim}={size}",
+                    style={"description_width": "initial"},
+                    layout=W.Layout(width="110px"),
+                )
+            )
+            dims[-1].observe(self._edit, names="value")
+        self.editors[name] = dims
+        return W.HBox([W.Label(name, layout=W.Layout(width="60px")), *dims])
+
     def _build_controls(self, xla: bool) -> None:
-        ex = self.example
-        options = _dim_options(ex.mesh)
-        self._annotated = {n for n, s in ex.specs.items() if s is not None}
+        options = _dim_options(self.example.mesh)
+        self._annotated = {n for n, s in self.example.specs.items() if s is not None}
         self.editors = {}
-        rows = []
-        for name, rank in ex.ranks.items():
-            spec = tuple(ex.specs.get(name) or ()) + (None,) * rank
-            dims = [
-                W.Dropdown(options=options, value=_text(spec[d]), layout=W.Layout(width="70px"))
-                for d in range(rank)
-            ]
-            for d in dims:
-                d.observe(self._edit, names="value")
-            self.editors[name] = dims
-            rows.append(W.HBox([W.Label(name, layout=W.Layout(width="80px")), *dims]))
-        self.play = W.Play(interval=400, min=0, step=1)
+        rows = [self._annotation_row(name, options) for name in self.example.ranks]
+        self.play = W.Play(interval=600, min=0, step=1)
         self.slider = W.IntSlider(min=0, description="step")
         W.jslink((self.play, "value"), (self.slider, "value"))
         self.slider.observe(self.redraw, names="value")
@@ -179,7 +253,7 @@ class PropagationWidget:
         self.overlay.observe(self.redraw, names="value")
         self.why = W.Dropdown(description="why?")
         self.why.observe(self.explain, names="value")
-        self.graph = W.HTML(layout=W.Layout(max_height="640px", overflow="auto"))
+        self.graph = W.HTML()
         self.step, self.message = W.HTML(), W.HTML()
         self.why_text, self.xla_text = W.HTML(), W.HTML()
         self.box = W.VBox(
@@ -187,11 +261,16 @@ class PropagationWidget:
                 W.HBox([self.play, self.slider, self.overlay]),
                 self.step,
                 self.message,
+                self.graph,
                 W.HBox([W.VBox(rows), W.VBox([self.why, self.why_text])]),
                 self.xla_text,
-                self.graph,
             ]
         )
+        self.box.add_class("gv-propagation")
+
+    def static_figure(self) -> str:
+        """The focus window alone: one SVG (the minimap and legend are HTML around it)."""
+        return self.focus
 
     def show(self):
         return self.box
