@@ -16,9 +16,17 @@ from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value, trace
 from gspmd_viz.core.sharding import Sharding, short_dtype
 from gspmd_viz.xla_collectives import collectives as collectives
+from gspmd_viz.xla_cost import compare as compare_cost
 from gspmd_viz.xla_dump import entry_instructions, propagated_hlo
 
-__all__ = ["XlaPropagation", "Comparison", "propagate", "propagate_program", "compare"]
+__all__ = [
+    "XlaPropagation",
+    "Comparison",
+    "propagate",
+    "propagate_program",
+    "compare",
+    "compare_cost",
+]
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,9 +8,11 @@ replica_groups come in three syntaxes:
   explicit  `replica_groups={{0,1,2,3},{4,5,6,7}}`
   iota      `replica_groups=[2,4]<=[8]` or `[2,4]<=[4,2]T(1,0)`
   mesh      `replica_groups=mesh['axis_0'=2,'axis_1'=4], device_ids=([2,4]T(1,0)) {'axis_1'}`
-Remember XLA:CPU turns reduce-scatter into all-reduce + dynamic-slice: compare by bytes.
+XLA:CPU spells a reduce-scatter as an all-reduce whose result is only dynamic-sliced (1/n of
+one dim per device): `parse_hlo` reports that pair as the reduce-scatter it is, with its bytes.
 """
 
+import dataclasses
 import functools
 import re
 
@@ -165,9 +167,74 @@ def _permute_axes(pairs, mesh: Mesh) -> tuple[str, ...]:
     return tuple(a for a in mesh.axis_names if any(s[a] != t[a] for s, t in moved))
 
 
+_DEF = re.compile(r"^\s*(?:ROOT\s+)?(%[\w.\-]+)\s*=\s*(\S+)\s+([\w\-]+)\((.*)$")
+
+
+def _slicing_computations(text: str) -> set[str]:
+    """Names of computations that contain a dynamic-slice (fusions XLA:CPU slices in)."""
+    found, current = set(), None
+    for line in text.splitlines():
+        head = re.match(r"^(?:ENTRY\s+)?(%[\w.\-]+)\s*\(", line)
+        if head:
+            current = head.group(1)
+        elif current and " dynamic-slice(" in line:
+            found.add(current)
+    return found
+
+
+def _is_slice_of(user: re.Match, ar_shape, n: int, slicing: set[str]) -> bool:
+    """Does this user keep 1/n of one dim of the all-reduce's result (and is it a slice)?"""
+    op, rest = user.group(3), user.group(4)
+    calls = re.search(r"calls=(%[\w.\-]+)", rest)
+    if not (op == "dynamic-slice" or (op == "fusion" and calls and calls.group(1) in slicing)):
+        return False
+    shapes = _shapes(user.group(2))
+    if len(shapes) != 1 or len(shapes[0][1]) != len(ar_shape):
+        return False
+    diff = [(a, b) for a, b in zip(ar_shape, shapes[0][1], strict=True) if a != b]
+    return len(diff) == 1 and diff[0][0] == n * diff[0][1]
+
+
+def _scattered(text: str, defs: dict) -> dict[str, int]:
+    """all-reduce name -> the dim its every user slices to 1/n: a reduce-scatter.
+    `defs`: instruction name -> (position, its one Collective)."""
+    slicing, out = _slicing_computations(text), {}
+    for name, (_, coll) in defs.items():
+        users = _users(text, name)
+        if not users or coll.kind != "all-reduce":
+            continue
+        if all(_is_slice_of(u, coll.shape, coll.group_size, slicing) for u in users):
+            after = _shapes(users[0].group(2))[0][1]
+            out[name] = next(
+                d for d, (a, b) in enumerate(zip(coll.shape, after, strict=True)) if a != b
+            )
+    return out
+
+
+def _users(text: str, name: str) -> list[re.Match]:
+    use = re.compile(re.escape(name) + r"(?![\w.\-])")
+    users = []
+    for line in text.splitlines():
+        d = _DEF.match(line)
+        if d and d.group(1) != name and use.search(d.group(4)):
+            users.append(d)
+    return users
+
+
 def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
-    """Every collective in a partitioned HLO module's text, in program order."""
-    return [c for line in text.splitlines() for c in parse_line(line, mesh)]
+    """Every collective in a partitioned HLO module's text, in program order; an all-reduce
+    whose result is only dynamic-sliced (XLA:CPU's reduce-scatter) counts as a reduce-scatter."""
+    found, single = [], {}
+    for line in text.splitlines():
+        colls = parse_line(line, mesh)
+        d = _DEF.match(line)
+        if d and len(colls) == 1:
+            single[d.group(1)] = (len(found), colls[0])
+        found += colls
+    for name, dim in _scattered(text, single).items():
+        i, c = single[name]
+        found[i] = dataclasses.replace(c, kind="reduce-scatter", dims=(dim,))
+    return found
 
 
 # --- compiling -------------------------------------------------------------------------------
@@ -201,7 +268,14 @@ def _constrain_uneven(tree, pins, pad: bool):
 
 
 def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> str:
-    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings, on `mesh`'s devices.
+    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings (see `compiled`)."""
+    return compiled(
+        f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings
+    ).as_text()
+
+
+def compiled(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
+    """XLA's compiled `jax.jit(f)` with the given shardings, on `mesh`'s devices.
 
     jax.jit needs boundary shardings that split their arrays evenly; XLA pads only inside a
     program. So an uneven input pin arrives replicated and is constrained first (a free local
@@ -226,7 +300,7 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
     def pinned(*a):
         return _constrain_uneven(f(*_constrain_uneven(a, ins, pad=False)), outs, pad=True)
 
-    return jax.jit(pinned, **kwargs).lower(*args).compile().as_text()
+    return jax.jit(pinned, **kwargs).lower(*args).compile()
 
 
 def collectives(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> list[Collective]:

@@ -1,5 +1,5 @@
 """gv.partition on the zoo: every program runs partitioned and equals the unpartitioned
-program, and moves no more bytes than XLA's own partitioner given the same shardings."""
+program (bytes, FLOPs and memory against XLA's: tests/test_cost.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -39,15 +39,6 @@ def zoo(request):
 def test_zoo_runs_partitioned_and_equals_the_unpartitioned_program(zoo):
     ex, _, spmd = zoo
     assert_unpartitioned(spmd, *ex.args)
-
-
-def test_zoo_moves_no_more_bytes_than_xla(zoo):
-    ex, prop, spmd = zoo
-    theirs = gv.xla.collectives(
-        ex.fn, *ex.args, mesh=ex.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
-    )
-    ours = spmd.wire_bytes
-    assert ours <= sum(c.wire_bytes for c in theirs), (spmd.collectives, theirs)
 
 
 MESH = gv.Mesh({"x": 2, "y": 4})

@@ -16,9 +16,11 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      per-device instructions as data and text, local
                                      lowering, the kernels one device runs, all-gather
                                      combining, and running instructions from a table
+  cost         cost                  time on a chip (given as numbers) and the plan's record
   partition    split partition       choosing each equation's split; the pass itself
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
 Module order: devices mesh hlo sharding annotate program factors families registry
-propagation propagate collective moves reshard spmd lower kernels combine execute split partition
+propagation propagate collective moves reshard spmd lower kernels combine execute cost split
+partition
 """

@@ -72,6 +72,11 @@ class Collective:
         return wire_bytes(self.kind, self.operand_bytes, self.group_size)
 
     @property
+    def payload_bytes(self) -> int:
+        """The S of gv.sim.collective_time: all-gather's result bytes, the operand's otherwise."""
+        return self.operand_bytes * (self.group_size if self.kind == "all-gather" else 1)
+
+    @property
     def result_shape(self) -> tuple[int, ...]:
         """Per-device result shape (all-gather grows, reduce-scatter shrinks its dim)."""
         shape = list(self.shape)

@@ -138,10 +138,7 @@ def _runner(spmd):
 
 def run_spmd(spmd, *args):
     """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
-    if spmd._runner is None:
-        require_devices(spmd.mesh.size, f"running on {spmd.mesh!r}")
-        spmd._runner = _runner(spmd)
-    run, outs = spmd._runner
+    run = spmd.jitted()
     flat = spmd.program.flatten_args(*args)
     for v, x in zip(spmd.program.inputs, flat, strict=True):
         if tuple(np.shape(x)) != v.shape:
@@ -163,3 +160,10 @@ class SPMDProgram(PerDeviceProgram):
 
     def __call__(self, *args):
         return run_spmd(self, *args)
+
+    def jitted(self):
+        """The jax.jit runner over the program's flat global inputs (to lower and compile)."""
+        if self._runner is None:
+            require_devices(self.mesh.size, f"running on {self.mesh!r}")
+            self._runner = _runner(self)
+        return self._runner[0]

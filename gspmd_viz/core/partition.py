@@ -1,22 +1,27 @@
 """`gv.partition(prop)`: one per-device program, with every collective explicit.
 
 Per equation, from the propagated shardings and the equation's factor rule:
-  1. choose how to split the equation's factors, by the wire bytes each choice costs
-     (split.py: what propagation settled, or what an operand or result already holds);
+  1. choose how to split the equation's factors, by the time each choice costs on the chip
+     (split.py: what propagation settled, or what an operand or result already holds;
+     cost.py: compute, communication and an HBM penalty, from gv.sim's chip table);
   2. reshard every operand to the sharding the local op needs (gv.reshard_plan);
   3. run the primitive on local shapes (lower.py rewrites shape params, masks padding);
   4. a split reduction factor leaves pending sums (resolved where a consumer needs them:
      all-reduce, or reduce-scatter when the consumer wants the dim split) or, for max/min,
      an all-reduce right away. need_replication / permutation factors stay whole, and so do
      windowed ones unless their windows tile the dim (halo exchange is another lesson).
-Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
+Partitioning is symbolic: it never touches devices, so 4096-device meshes work. `spmd.cost`
+records what the plan costs per device (FLOPs, bytes, estimated time, peak live memory).
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 
+import functools
 import math
 
+from gspmd_viz import sim
 from gspmd_viz.core import lower
 from gspmd_viz.core.collective import Collective
+from gspmd_viz.core.cost import ChipCost, plan_cost
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.registry import entry_for
@@ -27,9 +32,21 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Reshard
 # --- the pass ---------------------------------------------------------------------------------
 
 
+def chip_cost(chip) -> ChipCost:
+    """The partitioner's view of a chip: a gv.sim chip name (or gv.sim.Chip), or a ChipCost."""
+    if isinstance(chip, ChipCost):
+        return chip
+    spec = sim.chip(chip)  # a clear error naming the known chips
+    seconds = functools.partial(sim.collective_time, chip=spec)
+    return ChipCost(
+        spec.name, spec.peak_bf16_flops, spec.hbm_bytes, spec.hbm_bandwidth_Bps, seconds
+    )
+
+
 class Partitioner:
-    def __init__(self, prop):
+    def __init__(self, prop, chip: ChipCost):
         self.prop, self.mesh, self.program = prop, prop.mesh, prop.program
+        self.chip = chip
         self.sizes = prop.mesh.shape
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []
@@ -68,13 +85,14 @@ class Partitioner:
         return f"{base}.{self._count[base]}"
 
     # --- getting a value into the sharding a consumer needs -------------------------------
+    def plan_seconds(self, v: Value, src: Sharding, target: Sharding) -> float:
+        return self.chip.comm_seconds(cached_plan(src, target, v.shape, v.dtype).collectives)
+
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        return min(cached_plan(s, target, v.shape, v.dtype).wire_bytes for s, _ in self.versions[v])
+        return min(self.plan_seconds(v, s, target) for s, _ in self.versions[v])
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
-        src, name = min(
-            self.versions[v], key=lambda sv: cached_plan(sv[0], target, v.shape, v.dtype).wire_bytes
-        )
+        src, name = min(self.versions[v], key=lambda sv: self.plan_seconds(v, sv[0], target))
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name
@@ -108,7 +126,8 @@ class Partitioner:
             ins.append(fetch(v, target, eqn))
             masks += self.masks(q, fa, i, target)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
-        self.instructions.append(self.compute(q, ins, tuple(op_shardings), results, masks))
+        work = q.flops(fa), q.hbm_bytes(fa)
+        self.instructions.append(self.compute(q, ins, tuple(op_shardings), results, masks, work))
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
         red = q.reduction_axes(fa)
@@ -117,7 +136,7 @@ class Partitioner:
                 self.combine(v, s, q.combine, red, eqn)
 
     @staticmethod
-    def compute(q: EquationSplit, ins, op_shardings, results, masks) -> Compute:
+    def compute(q: EquationSplit, ins, op_shardings, results, masks, work) -> Compute:
         """The local op: params rewritten for local shapes, offsets, a split lookup."""
         eqn = q.eqn
         params = lower.local_params(
@@ -132,7 +151,16 @@ class Partitioner:
             lookup = lower.lookup_of(eqn, op_shardings[0], local)
         outs = tuple(v.name for v in eqn.outputs)
         return Compute(
-            eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup
+            eqn,
+            tuple(ins),
+            outs,
+            params,
+            results,
+            op_shardings,
+            tuple(masks),
+            offsets,
+            lookup,
+            *work,
         )
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
@@ -178,13 +206,19 @@ class Partitioner:
                 outputs.append(self.fetch(v, self.prop.sharding(v), None))
             else:
                 outputs.append(v)
-        return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+        spmd = SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+        inputs = {
+            v.name: self.prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in self.program.inputs
+        }
+        spmd.cost = plan_cost(self.chip, inputs, self.instructions, outputs)
+        return spmd
 
 
-def partition(prop) -> "SPMDProgram":
-    """The per-device program for a propagated program (`gv.propagate(gv.trace(f, ...))`)."""
+def partition(prop, chip="tpu-v3") -> "SPMDProgram":
+    """The per-device program for a propagated program (`gv.propagate(gv.trace(f, ...))`),
+    each equation split the way that is fastest on `chip` (a gv.sim chip name)."""
     if not hasattr(prop, "factor_axes") or not hasattr(prop, "program"):
         raise TypeError(
             f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
         )
-    return Partitioner(prop).run()
+    return Partitioner(prop, chip_cost(chip)).run()

@@ -14,6 +14,8 @@ An Entry holds
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
   identity        an annotation: nothing to compute on a device
+  flops           FLOPs per point of the factor loop nest (the product of all factor sizes):
+                  2 for a multiply-add (dot, conv), 0 for pure data movement, 1 otherwise
 To add a primitive: `register("name other_name", family, **facts)` below, once.
 A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replicated.
 # Shardy: createOpShardingRule; XLA: SpmdPartitioningVisitor::Handle* per opcode
@@ -39,6 +41,7 @@ class Entry:
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     identity: bool = False
     known: bool = True
+    flops: int = 1
 
 
 REGISTRY: dict[str, Entry] = {}
@@ -111,12 +114,12 @@ register(
     "add_any mul_add asin acos atan sinh cosh asinh acosh atanh",
     families.elementwise,
 )
-register("sharding_constraint reshard", families.elementwise, identity=True)
-register("broadcast_in_dim", families.broadcast_in_dim, result_shape="shape")
-register("reshape", families.reshape, result_shape="new_sizes")
-register("transpose", families.transpose)
-register("squeeze", families.squeeze)
-register("dot_general", families.dot_general, combine="sum")
+register("sharding_constraint reshard", families.elementwise, identity=True, flops=0)
+register("broadcast_in_dim", families.broadcast_in_dim, result_shape="shape", flops=0)
+register("reshape", families.reshape, result_shape="new_sizes", flops=0)
+register("transpose", families.transpose, flops=0)
+register("squeeze", families.squeeze, flops=0)
+register("dot_general", families.dot_general, combine="sum", flops=2)
 register("reduce_sum", families.reduce, combine="sum")
 register("reduce_max", families.reduce, combine="max")
 register("reduce_min", families.reduce, combine="min")
@@ -124,14 +127,22 @@ register("reduce_prod reduce_and reduce_or argmax argmin", families.reduce)
 register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative)
 register("sort", families.sort)
 register("top_k", families.top_k)
-register("slice", families.slice_like, operand_sizes="limit_indices")
-register("dynamic_slice", families.slice_like, operand_sizes="slice_sizes")
-register("dynamic_update_slice", families.dynamic_update_slice)
-register("pad", families.pad)
-register("concatenate", families.concatenate)
-register("iota", families.iota, result_shape="shape", counting_dim="dimension")
-register("gather", families.gather, operand_sizes="slice_sizes", lookup_dims=_gather_indexed)
-register("conv_general_dilated", families.conv, combine="sum", halo_free_dims=_conv_halo_free)
+register("slice", families.slice_like, operand_sizes="limit_indices", flops=0)
+register("dynamic_slice", families.slice_like, operand_sizes="slice_sizes", flops=0)
+register("dynamic_update_slice", families.dynamic_update_slice, flops=0)
+register("pad", families.pad, flops=0)
+register("concatenate", families.concatenate, flops=0)
+register("iota", families.iota, result_shape="shape", counting_dim="dimension", flops=0)
+register(
+    "gather", families.gather, operand_sizes="slice_sizes", lookup_dims=_gather_indexed, flops=0
+)
+register(
+    "conv_general_dilated",
+    families.conv,
+    combine="sum",
+    halo_free_dims=_conv_halo_free,
+    flops=2,
+)
 register(
     "reduce_window_sum reduce_window_max reduce_window_min",
     families.reduce_window,

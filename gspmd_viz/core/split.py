@@ -1,16 +1,20 @@
-"""Choosing how one equation splits its factors over mesh axes, by the bytes each choice costs.
+"""Choosing how one equation splits its factors over mesh axes, by the time each choice costs.
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
 is already available in) or result implies. A candidate is sanitized (only factors that may be
 split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
-blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
-to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies and compares costs
+blocks; each mesh axis once) and costed in seconds on the chip (cost.py): resharding the
+operands to it, the local op's roofline time (a factor left whole is computed whole on every
+device: redundant compute is never free), moving the results to what their consumers will ask
+for, and a penalty if its buffers would not fit in HBM.
+# XLA: dot_handler.cc tries strategies and compares costs
 """
 
 import functools
 import math
 from typing import Protocol
 
+from gspmd_viz.core.cost import ChipCost
 from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.program import Equation, Value
 from gspmd_viz.core.registry import entry_for
@@ -23,11 +27,13 @@ FactorAxes = dict[int, tuple[str, ...]]
 class Costs(Protocol):
     """What choosing a split asks of the partitioner (and nothing else)."""
 
+    chip: ChipCost
+
     def available(self, v: Value) -> list[Sharding]:
         """The shardings v already exists in."""
 
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        """Wire bytes to get v into `target` from its cheapest available sharding."""
+        """Seconds to get v into `target` from its cheapest available sharding."""
 
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for."""
@@ -57,6 +63,7 @@ class EquationSplit:
         self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
         self.mesh, self.sizes = mesh, mesh.shape
         entry = entry_for(eqn)
+        self.entry = entry
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
@@ -146,9 +153,36 @@ class EquationSplit:
         pending = self.reduction_axes(fa) if self.combine == "sum" else ()
         return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
 
+    def flops(self, fa: FactorAxes) -> float:
+        """Per-device FLOPs: the factor loop nest with split factors cut to their local size
+        (a whole factor is whole on every device)."""
+        if not self.entry.known:  # conservative rule: one element of work per result element
+            return float(sum(math.prod(v.shape) for v in self.eqn.outputs))
+        local = (-(-f.size // self.size(fa.get(i, ()))) for i, f in enumerate(self.rule.factors))
+        return float(self.entry.flops * math.prod(local))
+
+    def hbm_bytes(self, fa: FactorAxes) -> int:
+        """Local operands read plus local results written."""
+        ins = [
+            self.operand_sharding(fa, i).shard_bytes(v.shape, v.dtype)
+            for i, v in enumerate(self.eqn.inputs)
+        ]
+        outs = [
+            self.result_sharding(fa, j).shard_bytes(v.shape, v.dtype)
+            for j, v in enumerate(self.eqn.outputs)
+        ]
+        return sum(ins) + sum(outs)
+
+    def compute_seconds(self, fa: FactorAxes, chip: ChipCost) -> float:
+        if self.entry.identity:
+            return 0.0
+        nbytes = self.hbm_bytes(fa)
+        return chip.compute_seconds(self.flops(fa), nbytes) + chip.memory_penalty(nbytes)
+
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
-        e = self.eqn
-        total = 0.0
+        """Seconds on the chip: fetch operands, compute locally, move results where wanted."""
+        e, chip = self.eqn, costs.chip
+        total = self.compute_seconds(fa, chip)
         for i, v in enumerate(e.inputs):
             if isinstance(v, Value):
                 total += costs.fetch_cost(v, self.operand_sharding(fa, i))
@@ -156,12 +190,12 @@ class EquationSplit:
         for j, v in enumerate(e.outputs):
             local = self.result_sharding(fa, j)
             if self.combine in ("max", "min") and red:
-                n, nbytes = self.size(red), local.shard_bytes(v.shape, v.dtype)
-                total += 2 * (n - 1) / n * nbytes
+                nbytes = local.shard_bytes(v.shape, v.dtype)
+                total += chip.collective_seconds("all-reduce", nbytes, self.size(red))
             if self.combine in ("max", "min"):
                 local = Sharding(self.mesh, local.spec)  # combined right away
             for target in costs.wanted(v):
-                total += cached_plan(local, target, v.shape, v.dtype).wire_bytes
+                total += chip.comm_seconds(cached_plan(local, target, v.shape, v.dtype).collectives)
         return total
 
     def candidates(self, costs: Costs) -> list[FactorAxes]:
@@ -179,8 +213,5 @@ class EquationSplit:
         return unique
 
     def choose(self, costs: Costs) -> FactorAxes:
-        """The cheapest split; ties go to propagation's, and a free one is taken at once."""
-        first = self.sanitize(self.settled)
-        if self.cost(first, costs) == 0:
-            return first
+        """The fastest split on the chip; ties go to propagation's (the first candidate)."""
         return min(self.candidates(costs), key=lambda fa: self.cost(fa, costs))

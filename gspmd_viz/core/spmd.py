@@ -41,6 +41,8 @@ class Compute:
     masks: tuple = ()
     offsets: tuple = ()
     lookup: object = None
+    flops: float = 0.0  # per device, under the chosen split (cost.py)
+    hbm_bytes: float = 0.0  # local operands read plus results written
 
     def text(self) -> str:
         e = self.eqn
@@ -133,6 +135,7 @@ class PerDeviceProgram:
         self.instructions = tuple(instructions)
         self.outputs = tuple(outputs)  # local buffer names (or Literals)
         self.notes = tuple(notes)
+        self.cost = None  # a cost.PlanCost, set by gv.partition
 
     # --- communication ---------------------------------------------------------------------
     @property
