@@ -21,7 +21,7 @@ import math
 from gspmd_viz import sim
 from gspmd_viz.core import lower
 from gspmd_viz.core.collective import Collective
-from gspmd_viz.core.cost import ChipCost, plan_cost
+from gspmd_viz.core.cost import ChipCost, PlanCost, plan_cost
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.registry import entry_for
@@ -207,11 +207,16 @@ class Partitioner:
             else:
                 outputs.append(v)
         spmd = SPMDProgram(self.prop, self.instructions, outputs, self.notes)
-        inputs = {
-            v.name: self.prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in self.program.inputs
-        }
-        spmd.cost = plan_cost(self.chip, inputs, self.instructions, outputs)
+        spmd.cost = cost_on(spmd, self.chip)
         return spmd
+
+
+def cost_on(spmd, chip) -> PlanCost:
+    """What a partitioned program costs per device on `chip` (a name, gv.sim.Chip or ChipCost),
+    whichever chip it was partitioned for."""
+    prop = spmd.prop
+    inputs = {v.name: prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in spmd.program.inputs}
+    return plan_cost(chip_cost(chip), inputs, spmd.instructions, spmd.outputs)
 
 
 def partition(prop, chip="tpu-v3") -> "SPMDProgram":

@@ -14,6 +14,8 @@ import functools
 import math
 from typing import Protocol
 
+import numpy as np
+
 from gspmd_viz.core.cost import ChipCost
 from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.program import Equation, Value
@@ -162,16 +164,16 @@ class EquationSplit:
         return float(self.entry.flops * math.prod(local))
 
     def hbm_bytes(self, fa: FactorAxes) -> int:
-        """Local operands read plus local results written."""
-        ins = [
-            self.operand_sharding(fa, i).shard_bytes(v.shape, v.dtype)
-            for i, v in enumerate(self.eqn.inputs)
-        ]
-        outs = [
-            self.result_sharding(fa, j).shard_bytes(v.shape, v.dtype)
-            for j, v in enumerate(self.eqn.outputs)
-        ]
-        return sum(ins) + sum(outs)
+        """Local (padded) operands read plus local results written."""
+        total = 0
+        for v, tensor in zip(
+            self.eqn.inputs + self.eqn.outputs, self.rule.operands + self.rule.results, strict=True
+        ):
+            local = (
+                -(-n // self.size(_dim_axes(fa, fs))) for n, fs in zip(v.shape, tensor, strict=True)
+            )
+            total += np.dtype(v.dtype).itemsize * math.prod(local)
+        return total
 
     def compute_seconds(self, fa: FactorAxes, chip: ChipCost) -> float:
         if self.entry.identity:
@@ -181,8 +183,10 @@ class EquationSplit:
 
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         """Seconds on the chip: fetch operands, compute locally, move results where wanted."""
-        e, chip = self.eqn, costs.chip
-        total = self.compute_seconds(fa, chip)
+        return self.compute_seconds(fa, costs.chip) + self.comm_seconds(fa, costs)
+
+    def comm_seconds(self, fa: FactorAxes, costs: Costs) -> float:
+        e, chip, total = self.eqn, costs.chip, 0.0
         for i, v in enumerate(e.inputs):
             if isinstance(v, Value):
                 total += costs.fetch_cost(v, self.operand_sharding(fa, i))
@@ -213,5 +217,11 @@ class EquationSplit:
         return unique
 
     def choose(self, costs: Costs) -> FactorAxes:
-        """The fastest split on the chip; ties go to propagation's (the first candidate)."""
+        """The fastest split on the chip; ties go to propagation's (the first candidate). A
+        settled split that moves nothing and computes nothing twice is taken at once."""
+        first = self.sanitize(self.settled)
+        used = {a for axes in first.values() for a in axes}
+        everyone = all(a in used for a, n in self.sizes.items() if n > 1)  # no work done twice
+        if everyone and self.comm_seconds(first, costs) == 0:
+            return first
         return min(self.candidates(costs), key=lambda fa: self.cost(fa, costs))
