@@ -110,8 +110,8 @@ def zoo_table(sizes=None) -> None:
         spmd = gv.partition(prop)
         side = gv.xla.compare_cost(ex.fn, args, spmd)
         print(
-            f"{name:<18} {side.ratio('flops'):>6.2f} {side.ratio('memory'):>7.2f} "
-            f"{side.ratio('wire_bytes'):>6.2f}   {side.text()}"
+            f"{name:<18} {side.ratio('flops'):>6.3f} {side.ratio('memory'):>7.3f} "
+            f"{side.ratio('wire_bytes'):>6.3f}   {side.text()}"
         )
         if sizes is None:
             ours_t, jit_t = runtimes(ex, prop, spmd)

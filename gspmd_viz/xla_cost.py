@@ -32,7 +32,7 @@ class Side:
 
     def text(self) -> str:
         return ", ".join(
-            f"{k} {getattr(self.ours, k):,.0f}/{getattr(self.xla, k):,.0f} = {self.ratio(k):.2f}x"
+            f"{k} {getattr(self.ours, k):,.0f}/{getattr(self.xla, k):,.0f} = {self.ratio(k):.3f}x"
             for k in ("flops", "memory", "wire_bytes")
         )
 

@@ -17,6 +17,7 @@ records what the plan costs per device (FLOPs, bytes, estimated time, peak live 
 
 import functools
 import math
+from dataclasses import replace
 
 from gspmd_viz import sim
 from gspmd_viz.core import lower
@@ -127,11 +128,13 @@ class Partitioner:
             masks += self.masks(q, fa, i, target)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
         work = q.flops(fa), q.hbm_bytes(fa)
-        self.instructions.append(self.compute(q, ins, tuple(op_shardings), results, masks, work))
+        local = self.compute(q, ins, tuple(op_shardings), results, masks, work)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
         red = q.reduction_axes(fa)
-        if q.combine in ("max", "min") and red:
+        partial = q.combine in ("max", "min") and red
+        self.instructions.append(replace(local, partial=(q.combine, red)) if partial else local)
+        if partial:
             for v, s in zip(eqn.outputs, results, strict=True):
                 self.combine(v, s, q.combine, red, eqn)
 

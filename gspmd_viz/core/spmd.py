@@ -43,11 +43,16 @@ class Compute:
     lookup: object = None
     flops: float = 0.0  # per device, under the chosen split (cost.py)
     hbm_bytes: float = 0.0  # local operands read plus results written
+    partial: tuple = ()  # ("max", axes): results hold partial maxima until a Combine
+
+    def out_type(self, sharding: Sharding, v) -> str:
+        how = f"{{{self.partial[0]} over {','.join(self.partial[1])}}}" if self.partial else ""
+        return _local_type(sharding, v) + how
 
     def text(self) -> str:
         e = self.eqn
         outs = " ".join(
-            f"{n}:{_local_type(s, v)}"
+            f"{n}:{self.out_type(s, v)}"
             for n, s, v in zip(self.outs, self.shardings, e.outputs, strict=True)
         )
         ins = " ".join(a if isinstance(a, str) else repr(a) for a in self.ins)
