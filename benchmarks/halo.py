@@ -9,9 +9,6 @@ split 2x4 over 8 CPU devices, weights replicated:
 Run: .venv/bin/python benchmarks/halo.py
 """
 
-import statistics
-import time
-
 import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
@@ -20,6 +17,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
+from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz.units import format_bytes, format_time  # noqa: E402
 
@@ -34,20 +32,6 @@ def conv_net(x, w1, w2, w3):
     y = jnp.maximum(lax.conv_general_dilated(y, w2, (2, 2), "SAME"), 0.0)
     y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2), "SAME")
     return jnp.maximum(lax.conv_general_dilated(y, w3, (1, 1), "SAME"), 0.0)
-
-
-def paired_times(fn_a, fn_b, repeats: int = 31, warmup: int = 3) -> tuple[float, float]:
-    """Median seconds of two functions, run alternately so both see the same machine load."""
-    for _ in range(warmup):
-        jax.block_until_ready(fn_a())
-        jax.block_until_ready(fn_b())
-    times_a, times_b = [], []
-    for _ in range(repeats):
-        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
-            start = time.perf_counter()
-            jax.block_until_ready(fn())
-            times.append(time.perf_counter() - start)
-    return statistics.median(times_a), statistics.median(times_b)
 
 
 def measure(image: int, channels: int):

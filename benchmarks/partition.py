@@ -16,23 +16,10 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
+from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz import examples  # noqa: E402
 from gspmd_viz.core import split  # noqa: E402
-
-
-def paired_times(fn_a, fn_b, repeats: int = 41, warmup: int = 3) -> tuple[float, float]:
-    """Median seconds of two functions, run alternately so both see the same machine load."""
-    for _ in range(warmup):
-        jax.block_until_ready(fn_a())
-        jax.block_until_ready(fn_b())
-    times_a, times_b = [], []
-    for _ in range(repeats):
-        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
-            start = time.perf_counter()
-            jax.block_until_ready(fn())
-            times.append(time.perf_counter() - start)
-    return statistics.median(times_a), statistics.median(times_b)
 
 
 def bytes_and_runtime(name: str) -> tuple[float, float, float, float]:

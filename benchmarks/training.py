@@ -13,7 +13,7 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
-from partition import paired_times  # noqa: E402
+from timing import paired_times  # noqa: E402
 
 from gspmd_viz import examples  # noqa: E402
 from gspmd_viz import train_zoo as tz  # noqa: E402

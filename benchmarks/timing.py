@@ -1,0 +1,20 @@
+"""Timing both sides of a comparison under the same machine load (shared by the benchmarks)."""
+
+import statistics
+import time
+
+import jax
+
+
+def paired_times(fn_a, fn_b, repeats: int = 41, warmup: int = 3) -> tuple[float, float]:
+    """Median seconds of two functions, run alternately so both see the same machine load."""
+    for _ in range(warmup):
+        jax.block_until_ready(fn_a())
+        jax.block_until_ready(fn_b())
+    times_a, times_b = [], []
+    for _ in range(repeats):
+        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times.append(time.perf_counter() - start)
+    return statistics.median(times_a), statistics.median(times_b)
