@@ -294,8 +294,10 @@ def drive_01(page, shot) -> str:
 DRIVERS = {"01_sharding": drive_01}
 
 
-@pytest.mark.parametrize("lesson", sorted(DRIVERS))
-def test_lesson_widgets_in_the_browser(lab, lesson):
+def run_lesson_in_browser(lab, lesson: str, driver, unrun: bool, run_timeout_ms: int) -> None:
+    """Open `lesson` in JupyterLab, (unrun: check the static pictures it shows as committed,)
+    run every cell afresh, hand the page to `driver`, then assert no error output and an empty
+    log console. Shared by every lesson's browser test."""
     from playwright.sync_api import expect, sync_playwright
 
     url, env = lab
@@ -314,20 +316,15 @@ def test_lesson_widgets_in_the_browser(lab, lesson):
             page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
             _wait_idle(page, 60_000)
             page.keyboard.press("Control+b")  # hide the file browser: more room for the lesson
-            # un-run, as committed: no live widget, so each widget cell's static picture shows
-            static = page.locator(".jp-OutputArea-output[data-mime-type='image/png'] img")
-            expect(static.first).to_be_attached(timeout=30_000)
-            static.last.scroll_into_view_if_needed()
-            expect(static.last).to_be_visible()
-            page.wait_for_timeout(500)
-            shot(f"{lesson}-unrun")
-            _run_all_fresh(page)
+            if unrun:
+                _check_unrun_pictures(page, shot, lesson)
+            _run_all_fresh(page, timeout_ms=run_timeout_ms)
             errors = page.locator(
                 ".jp-Notebook [data-mime-type='application/vnd.jupyter.stderr'], "
                 ".jp-Notebook .jp-OutputArea-output[data-mime-type*='error']"
             )
             expect(errors).to_have_count(0)
-            print(DRIVERS[lesson](page, shot))
+            print(driver(page, shot))
             expect(errors).to_have_count(0)
             console = _open_log_console(page)  # it keeps what was logged while closed
             expect(console).to_contain_text("No log messages")
@@ -335,4 +332,21 @@ def test_lesson_widgets_in_the_browser(lab, lesson):
             assert entries.count() == 0, entries.all_inner_texts()
         finally:
             browser.close()
+
+
+def _check_unrun_pictures(page, shot, lesson: str) -> None:
+    """As committed, with no live widget, each widget cell's static picture shows."""
+    from playwright.sync_api import expect
+
+    static = page.locator(".jp-OutputArea-output[data-mime-type='image/png'] img")
+    expect(static.first).to_be_attached(timeout=30_000)
+    static.last.scroll_into_view_if_needed()
+    expect(static.last).to_be_visible()
+    page.wait_for_timeout(500)
+    shot(f"{lesson}-unrun")
+
+
+@pytest.mark.parametrize("lesson", sorted(DRIVERS))
+def test_lesson_widgets_in_the_browser(lab, lesson):
+    run_lesson_in_browser(lab, lesson, DRIVERS[lesson], unrun=True, run_timeout_ms=180_000)
     assert (OUT / f"{lesson}-unrun.png").stat().st_size > 10_000

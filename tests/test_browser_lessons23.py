@@ -9,14 +9,9 @@ figure; at the end no error output and an empty log console. Screenshots go to t
 
 import pytest
 from test_browser import (  # noqa: F401 (lab is a fixture)
-    CHROMIUM,
-    CHROMIUM_FLAGS,
-    OUT,
     Timer,
-    _open_log_console,
-    _run_all_fresh,
-    _wait_idle,
     lab,
+    run_lesson_in_browser,
 )
 
 pytestmark = pytest.mark.browser
@@ -120,33 +115,5 @@ DRIVERS = {"02_propagation": drive_02, "03_partitioning": drive_03}
 
 @pytest.mark.parametrize("lesson", sorted(DRIVERS))
 def test_lesson_widgets_in_the_browser(lab, lesson):  # noqa: F811
-    from playwright.sync_api import expect, sync_playwright
-
-    url, env = lab
-    OUT.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, env=env
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-
-            def shot(name: str) -> None:
-                page.screenshot(path=str(OUT / f"{name}.png"))
-
-            page.goto(f"{url}/lab/tree/{lesson}.ipynb")
-            page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
-            _wait_idle(page, 60_000)
-            page.keyboard.press("Control+b")
-            _run_all_fresh(page, timeout_ms=400_000)
-            errors = page.locator(
-                ".jp-Notebook [data-mime-type='application/vnd.jupyter.stderr'], "
-                ".jp-Notebook .jp-OutputArea-output[data-mime-type*='error']"
-            )
-            expect(errors).to_have_count(0)
-            print(DRIVERS[lesson](page, shot))
-            expect(errors).to_have_count(0)
-            console = _open_log_console(page)
-            expect(console).to_contain_text("No log messages")
-        finally:
-            browser.close()
+    # JupyterLab renders only cells near the viewport, so the un-run pictures are not checked
+    run_lesson_in_browser(lab, lesson, DRIVERS[lesson], unrun=False, run_timeout_ms=400_000)
