@@ -140,11 +140,19 @@ def _run_all_fresh(page, timeout_ms: int = 180_000) -> None:
     _menu(page, "Run", "Run All Cells")
     page.wait_for_timeout(1000)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
-    page.wait_for_function(
-        """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-                   return p.length && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""",
-        timeout=timeout_ms,
-    )
+    try:
+        page.wait_for_function(
+            """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+                       return p.length && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""",
+            timeout=timeout_ms,
+        )
+    except Exception:  # say which cells did not run and what the page shows
+        page.screenshot(path=str(OUT / "run-all-stalled.png"), full_page=True)
+        errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']").all_inner_texts()
+        raise AssertionError(
+            f"Run All did not finish in {timeout_ms / 1e3:.0f} s; prompts "
+            f"{prompts.all_inner_texts()}; error outputs {errors}"
+        ) from None
     expect(prompts.first).to_contain_text("[1]")
     _wait_idle(page, timeout_ms)
 
@@ -312,7 +320,11 @@ def run_lesson_in_browser(lab, lesson: str, driver, unrun: bool, run_timeout_ms:
             def shot(name: str) -> None:
                 page.screenshot(path=str(OUT / f"{name}.png"))
 
-            page.goto(f"{url}/lab/tree/{lesson}.ipynb")
+            if not unrun:  # open it bare: nothing committed can linger on the page
+                _strip_outputs(Path(env["HOME"]) / "notebooks" / f"{lesson}.ipynb")
+            # ?reset: JupyterLab would otherwise restore the lesson opened before in its tab,
+            # whose cells the page-wide selectors below would count as this lesson's
+            page.goto(f"{url}/lab/tree/{lesson}.ipynb?reset")
             page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
             _wait_idle(page, 60_000)
             page.keyboard.press("Control+b")  # hide the file browser: more room for the lesson
@@ -332,6 +344,15 @@ def run_lesson_in_browser(lab, lesson: str, driver, unrun: bool, run_timeout_ms:
             assert entries.count() == 0, entries.all_inner_texts()
         finally:
             browser.close()
+
+
+def _strip_outputs(path: Path) -> None:
+    """Clear the outputs of the lab's copy of a lesson (the committed file is never touched)."""
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    path.write_text(json.dumps(notebook))
 
 
 def _check_unrun_pictures(page, shot, lesson: str) -> None:

@@ -116,4 +116,4 @@ DRIVERS = {"02_propagation": drive_02, "03_partitioning": drive_03}
 @pytest.mark.parametrize("lesson", sorted(DRIVERS))
 def test_lesson_widgets_in_the_browser(lab, lesson):  # noqa: F811
     # JupyterLab renders only cells near the viewport, so the un-run pictures are not checked
-    run_lesson_in_browser(lab, lesson, DRIVERS[lesson], unrun=False, run_timeout_ms=400_000)
+    run_lesson_in_browser(lab, lesson, DRIVERS[lesson], unrun=False, run_timeout_ms=240_000)

@@ -20,10 +20,14 @@ pytestmark = pytest.mark.browser
 WIDTH = 1024  # the figure must fit a 1024 px window, legend included
 
 # Sets window.__t0 and window.__redrawn: a promise that resolves, once the widget's figure title
-# contains `want` (a new figure was drawn), with the milliseconds since __t0.
+# contains `want` (a new figure was drawn), with the milliseconds since __t0, and rejects after
+# 30 s (Playwright's evaluate has no timeout of its own: an unbounded wait hangs the test run).
 _WAIT_FOR_TITLE = """
-want => { window.__t0 = performance.now(); window.__redrawn = new Promise(resolve => {
+want => { window.__t0 = performance.now(); window.__redrawn = new Promise((resolve, reject) => {
   const root = document.querySelector('.gv-torus-widget');
+  setTimeout(() => reject(new Error(
+    'no figure title with ' + want + ' after 30 s; last: ' +
+    (root.querySelector('.js-plotly-plot .gtitle') || {}).textContent)), 30000);
   const check = () => {
     const t = root.querySelector('.js-plotly-plot .gtitle');
     if (t && t.textContent.includes(want)) {
@@ -46,7 +50,7 @@ def _timed(page, action, want: str) -> float:
 
 
 def _run_lesson(page, url):
-    page.goto(f"{url}/lab/tree/05_torus_allreduce.ipynb")
+    page.goto(f"{url}/lab/tree/05_torus_allreduce.ipynb?reset")  # no tab of an earlier test
     page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
     _wait_idle(page, 60_000)
     page.keyboard.press("Control+b")  # hide the file browser, as a learner on a laptop would

@@ -98,7 +98,9 @@ def test_slider_ends_and_play(w):
     assert f"step {n}/{n}" in _title(w)
     w.slider.value = 1
     assert f"step 1/{n}" in _title(w)
+    w.play.playing = True  # a learner switches topology while it plays
     w.preset.value = "tpu-v3-multipod"
+    assert not w.play.playing and w.slider.value == 1  # the new timeline waits at step 1
     n = len(w.frames)
     w.slider.value = n
     assert f"step {n}/{n}" in _title(w)

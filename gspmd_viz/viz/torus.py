@@ -242,6 +242,7 @@ class TorusWidget(widgets.VBox):
         about = f"{tl.algorithm}: {sim.describe(tl.algorithm)}\n"
         self.summary.value = f"<pre>{_escape(about + tl.summary())}</pre>"
         with self._quiet():
+            self.play.playing = False  # a new timeline starts paused at step 1
             self.play.value = self.slider.value = 1
             self.play.max = self.slider.max = max(len(tl.steps), 1)
         self.show(0)
