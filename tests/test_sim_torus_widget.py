@@ -35,7 +35,7 @@ def _title(w):
 
 
 def _failed(w, *words):
-    assert w.message.value.startswith("<b class='gv-error'"), w.message.value
+    assert w.message.value.startswith("<span class='gv-error'"), w.message.value
     assert "\n" not in w.message.value
     for word in words:
         assert word in w.message.value, (word, w.message.value)

@@ -166,3 +166,19 @@ def test_bytes_per_device_in_the_caption_add_up():
     assert re.search(rf"Whole exchange: {re.escape(gv.units.format_bytes(total))}",
                      caption(sc, 2))  # fmt: skip
     assert np.all(np.array(list(sc.bytes_sent().values())) > 0)
+
+
+def test_an_unexpected_error_is_shown_inline_and_the_widget_keeps_working(monkeypatch):
+    import gspmd_viz.viz.halo as halo_widget
+
+    w = HaloWidget(image="6x6")
+
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(halo_widget, "scene", broken)
+    w.kernel.value = 5
+    assert "RuntimeError: boom" in w.message.value and "opacity:0.3" in w.picture.value
+    monkeypatch.undo()
+    w.kernel.value = 3
+    assert _ok(w)

@@ -6,7 +6,6 @@ XLA dump or warning) to see it. Bad input shows an inline message; the widget ke
 User text is parsed, never evaluated.
 """
 
-import functools
 import html
 import json
 from itertools import permutations
@@ -17,6 +16,7 @@ from gspmd_viz.core.hlo import parse_hlo
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.viz.arrays import layout_figure
 from gspmd_viz.viz.blocks import layout_text
+from gspmd_viz.viz.inline import error_html, error_line, inline_errors
 from gspmd_viz.viz.notation import (
     dims_mapping_text,
     gv_code,
@@ -30,21 +30,6 @@ DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
 # The figure of the last good state stays on screen, greyed out, while the input is bad.
 STYLE = "<style>.gv-stale{opacity:.35;filter:grayscale(1)}</style>"
-
-
-def inline_errors(handler):
-    """Any exception in a widget callback becomes the one-line inline message (never a
-    traceback in the log console); the stale figure is greyed out and the widget keeps working."""
-
-    @functools.wraps(handler)
-    def safe(self, *args, **kwargs):
-        try:
-            return handler(self, *args, **kwargs)
-        except Exception as err:  # shown to the learner in one line, not swallowed
-            self._fail(f"{type(err).__name__}: {err}")
-            return None
-
-    return safe
 
 
 def axis_options(axis_names) -> list[tuple[str, object]]:
@@ -101,12 +86,12 @@ class ShardingEditor(widgets.VBox):
         """Select these mesh axes per tensor dim (None, an axis, or a tuple of axes)."""
         entries = list(spec) + [None] * (len(self.dims) - len(spec))
         if len(entries) > len(self.dims):
-            self._fail(f"spec {spec!r} has more entries than the tensor's rank {len(self.dims)}")
+            self.fail(f"spec {spec!r} has more entries than the tensor's rank {len(self.dims)}")
             return
         values = [_choice(entry) for entry in entries]
         for dd, entry, value in zip(self.dims, entries, values, strict=True):
             if value not in [v for _, v in dd.options]:  # check all before changing any
-                self._fail(f"{entry!r} is not a choice for {dd.description}")
+                self.fail(f"{entry!r} is not a choice for {dd.description}")
                 return
         self._quiet = True
         try:
@@ -131,7 +116,7 @@ class ShardingEditor(widgets.VBox):
                 )
             sharding = Sharding.from_hlo(self.mesh, text)
         except (ValueError, TypeError) as err:
-            self._fail(str(err))
+            self.fail(str(err))
             return
         self.set_spec(sharding.spec)
         if not self.error:
@@ -165,7 +150,7 @@ class ShardingEditor(widgets.VBox):
         try:
             mesh, shape = parse_mesh(self.mesh_text.value), parse_shape(self.shape_text.value)
         except (ValueError, TypeError) as err:
-            self._fail(str(err))
+            self.fail(str(err))
             return
         self._build_dims(mesh, shape, [dd.value for dd in self.dims])
         self.refresh()
@@ -200,7 +185,7 @@ class ShardingEditor(widgets.VBox):
             sharding = Sharding(mesh, tuple(dd.value for dd in self.dims))
             sharding.check_rank(len(shape))
         except (ValueError, TypeError) as err:
-            self._fail(str(err))
+            self.fail(str(err))
             return
         self._render(sharding, shape)
         self.mesh, self.shape, self.sharding, self.error = mesh, shape, sharding, ""
@@ -213,11 +198,9 @@ class ShardingEditor(widgets.VBox):
         finally:
             self._quiet = False
 
-    def _fail(self, error: str) -> None:
-        self.error = error.splitlines()[0] if error else "error"
-        self.message.value = (
-            f"<span class='gv-error' style='color:#b00020'>⚠ {html.escape(self.error)}</span>"
-        )
+    def fail(self, error: Exception | str) -> None:
+        self.error = error_line(error)
+        self.message.value = error_html(error)
         for view in (self.plot, self.notation):
             view.add_class("gv-stale")  # the last good state, greyed: not what the controls say
 

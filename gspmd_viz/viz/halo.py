@@ -15,6 +15,7 @@ import ipywidgets as widgets
 from gspmd_viz.core.halo import HaloPlan
 from gspmd_viz.units import format_bytes
 from gspmd_viz.viz.halo_draw import Scene, scene, svg
+from gspmd_viz.viz.inline import error_html, inline_errors
 
 SHARDS = (1, 2, 3, 4, 8)
 MAX_SIDE = 64  # image rows / columns the picture stays readable with
@@ -135,17 +136,14 @@ class HaloWidget(widgets.VBox):
         self.step.observe(lambda ch: self.show(ch["new"]), "value")
         self.rebuild()
 
+    @inline_errors
     def rebuild(self):
         """A new scene for the controls; a bad combination leaves a message, never a raise."""
-        try:
-            rows, cols = parse_image(self.image.value)
-            self.scene = scene((rows, cols), self.kernel.value, self.stride.value,
-                               self.dilation.value, self.base.value,
-                               parse_padding(self.padding.value),
-                               (self.rows.value, self.cols.value))  # fmt: skip
-        except (ValueError, TypeError) as err:
-            self._fail(err)
-            return
+        rows, cols = parse_image(self.image.value)
+        self.scene = scene((rows, cols), self.kernel.value, self.stride.value,
+                           self.dilation.value, self.base.value,
+                           parse_padding(self.padding.value),
+                           (self.rows.value, self.cols.value))  # fmt: skip
         self.message.value = ""
         last = len(self.scene.steps) - 1
         self.play.max = self.step.max = last
@@ -154,21 +152,18 @@ class HaloWidget(widgets.VBox):
         else:
             self.show(self.step.value)
 
+    @inline_errors
     def show(self, step: int):
         if self.scene is None:
             return
         step = min(step, len(self.scene.steps) - 1)
-        try:
-            self.svg = svg(self.scene, step)
-        except ValueError as err:
-            self._fail(err)
-            return
+        self.svg = svg(self.scene, step)
         note = self.scene.plans[1].gather_instead or self.scene.plans[0].gather_instead
         extra = f"<br><i>XLA would gather instead: {html.escape(note)}</i>" if note else ""
         name = self.scene.steps[step]
         self.words.value = f"<b>{name}</b>: {html.escape(caption(self.scene, step))}{extra}"
         self.picture.value = f"<div>{self.svg}</div>"
 
-    def _fail(self, err: Exception):
-        self.message.value = f"<b style='color:#b00'>⚠ {html.escape(str(err))}</b>"
+    def fail(self, err: Exception):
+        self.message.value = error_html(err)
         self.picture.value = f"<div style='opacity:0.3;filter:grayscale(1)'>{self.svg}</div>"

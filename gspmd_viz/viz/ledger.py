@@ -19,6 +19,7 @@ from gspmd_viz.core.spmd import Combine, Compute, Reshard, instruction_collectiv
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
+from gspmd_viz.viz.inline import error_html, inline_errors
 
 COLLECTIVE = "#b00020"  # edge labels: the communication stands out
 
@@ -202,13 +203,6 @@ def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0) -> str
     )
 
 
-def error_html(message: str) -> str:
-    return (
-        f"<div class='gv-error' style='color:#b00020;font-family:monospace'>"
-        f"{html.escape(message)}</div>"
-    )
-
-
 # --- the widget --------------------------------------------------------------------------------
 
 
@@ -256,27 +250,27 @@ class LedgerWidget:
             self.spmd = _as_spmd(program)
         except (TypeError, KeyError, ValueError) as err:
             self.spmd = None
-            self.message.value = error_html(str(err))
+            self.message.value = error_html(err)
         self.chip.observe(self.redraw, "value")
         self.device.observe(self.redraw, "value")
         self.box = w.VBox([w.HBox([self.chip, self.device]), self.message, self.out])
         self.box.add_class("gv-ledger")
         self.redraw()
 
+    @inline_errors
     def redraw(self, *_):
         if self.spmd is None:
             return
-        try:
-            device = device_id(self.device.value, self.spmd.mesh.size)
-            self.figure = ledger_html(self.spmd, self.chip.value, device)
-        except Exception as err:  # noqa: BLE001 (any failure must stay inside the widget)
-            self.message.value = error_html(str(err).splitlines()[0] if str(err) else repr(err))
-            self.out.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
-            return
+        device = device_id(self.device.value, self.spmd.mesh.size)
+        self.figure = ledger_html(self.spmd, self.chip.value, device)
         self.message.value = (
             f"<span class='gv-ok'>{html.escape(self.chip.value)}, device {device}</span>"
         )
         self.out.value = self.figure
+
+    def fail(self, err: Exception) -> None:
+        self.message.value = error_html(err)
+        self.out.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
 
     def static_figure(self) -> str:
         return self.figure

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gspmd_viz import pipeline as pipe
+from gspmd_viz.viz.inline import error_html, inline_errors
 
 _PATTERN = {"F": "", "B": "/", "W": "x"}
 _MEMORY_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -186,17 +187,14 @@ class PipelineWidget(widgets.VBox):
         self.frame.observe(lambda ch: self.show(ch["new"]), "value")
         self.rebuild()
 
+    @inline_errors
     def rebuild(self):
         """Record a new timeline for the controls; a bad combination is shown, never raised."""
-        try:
-            f, b, w = parse_ratio(self.ratio.value)
-            sched = pipe.schedule(self.schedule.value, stages=self.stages.value,
-                                  microbatches=self.microbatches.value,
-                                  virtual=self.virtual.value)  # fmt: skip
-            tl = pipe.simulate(sched, forward=f, backward=b, weight=w)
-        except ValueError as err:
-            self._stale(str(err))
-            return
+        f, b, w = parse_ratio(self.ratio.value)
+        sched = pipe.schedule(self.schedule.value, stages=self.stages.value,
+                              microbatches=self.microbatches.value,
+                              virtual=self.virtual.value)  # fmt: skip
+        tl = pipe.simulate(sched, forward=f, backward=b, weight=w)
         self.message.value = ""
         self.timeline, self.times = tl, frame_times(tl)
         self.summary.value = f"<pre>{html.escape(self._about(tl), quote=False)}</pre>"
@@ -216,13 +214,14 @@ class PipelineWidget(widgets.VBox):
             formula = f"no closed form here: {err}"
         return f"{tl.summary()}\nsimulated bubble {tl.bubble_fraction:.1%}; {formula}"
 
-    def _stale(self, text: str):
-        self.message.value = f"<b style='color:#b00'>⚠ {html.escape(text, quote=False)}</b>"
+    def fail(self, err: Exception):
+        self.message.value = error_html(err)
         if self.figure is not None:  # grey out the last good picture: it no longer applies
             self.figure.update_traces(opacity=0.25)
             self.figure.update_layout(title_text="(stale: fix the input above)")
             self._send(self.figure)
 
+    @inline_errors
     def show(self, frame: int):
         if self.timeline is None:
             return

@@ -23,11 +23,11 @@ from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
 from gspmd_viz.viz import viewport
 from gspmd_viz.viz.graph import HIGHLIGHT, LINKED, legend_html, node_of, program_graph, svg
+from gspmd_viz.viz.inline import error_html, inline_errors
 from gspmd_viz.viz.propagation_parts import (
     annotation_shapes,
     chain_values,
     checked_specs,
-    inline_errors,
     neighbourhood,
     why_options,
 )
@@ -146,10 +146,7 @@ class PropagationWidget:
 
     def fail(self, err) -> None:
         """One-line message; the figure stays, greyed out, until a good change redraws it."""
-        line = str(err).splitlines()[0] if str(err) else type(err).__name__
-        self.message.value = (
-            f"<span class='gv-error' style='color:#b00020'>{html.escape(line)}</span>"
-        )
+        self.message.value = error_html(err)
         self.graph.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
 
     # --- views ----------------------------------------------------------------------------

@@ -6,8 +6,6 @@ exception into the widget's inline message.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 
 from gspmd_viz import examples
@@ -78,16 +76,3 @@ def checked_specs(mesh, specs: dict) -> dict:
         except ValueError as err:
             raise ValueError(f"{name}: {str(err).split(' in Sharding(')[0]}") from None
     return specs
-
-
-def inline_errors(handler):
-    """A handler's exception becomes the widget's one-line message and greys the figure."""
-
-    @functools.wraps(handler)
-    def run(self, *args):
-        try:
-            return handler(self, *args)
-        except Exception as err:  # noqa: BLE001 (any failure must stay inside the widget)
-            self.fail(f"{type(err).__name__}: {err}" if not isinstance(err, ValueError) else err)
-
-    return run

@@ -10,7 +10,6 @@ the widget and greys the stale figure; the controls always describe what is draw
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import re
@@ -20,6 +19,7 @@ import plotly.graph_objects as go
 
 from gspmd_viz import sim
 from gspmd_viz.units import parse_bytes
+from gspmd_viz.viz.inline import error_html, inline_errors
 from gspmd_viz.viz.torus_frames import Frames, frames, positions
 from gspmd_viz.viz.torus_heatmap import heatmap_figure
 from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, link_figure, svg
@@ -57,19 +57,6 @@ def wrap_options(ndim: int) -> list[tuple[str, tuple[bool, ...]]]:
         label = "all dims" if all(wrap) else "none" if not dims else "dim " + ", ".join(dims)
         out.append((label, wrap))
     return out
-
-
-def _inline_errors(handler):
-    """Any exception in a handler becomes one line in the widget; the stale figure is greyed."""
-
-    @functools.wraps(handler)
-    def run(self, *args):
-        try:
-            return handler(self, *args)
-        except Exception as err:  # noqa: BLE001 (a widget must keep working whatever happens)
-            self.fail(err)
-
-    return run
 
 
 class TorusWidget(widgets.VBox):
@@ -135,8 +122,8 @@ class TorusWidget(widgets.VBox):
         finally:
             self._quiet_depth -= 1
 
-    # ----- handlers: each one catches everything (see _inline_errors) ---------------------------
-    @_inline_errors
+    # ----- handlers: each one catches everything (see viz.inline) ---------------------------
+    @inline_errors
     def _on_preset(self, change):
         if self._quiet_depth or change["new"] == CUSTOM:
             return
@@ -145,19 +132,19 @@ class TorusWidget(widgets.VBox):
         self._sync_controls(self.topology())
         self.rebuild()
 
-    @_inline_errors
+    @inline_errors
     def _on_topology_or_kind(self, _):
         if self._quiet_depth:
             return
         self._sync_controls(self.topology())
         self.rebuild()
 
-    @_inline_errors
+    @inline_errors
     def _on_setting(self, _):
         if not self._quiet_depth:
             self.rebuild()
 
-    @_inline_errors
+    @inline_errors
     def _on_step(self, change):
         if not self._quiet_depth:
             self.show(change["new"] - 1)
@@ -265,10 +252,7 @@ class TorusWidget(widgets.VBox):
 
     def fail(self, err: Exception):
         """Show `err` as one line and grey the figure that no longer matches the controls."""
-        text = str(err).splitlines()[0] if str(err) else ""
-        if not isinstance(err, ValueError):
-            text = f"{type(err).__name__}: {text}"
-        self.message.value = f"<b class='gv-error' style='color:#b00'>⚠ {_escape(text)}</b>"
+        self.message.value = error_html(err)
         for view in (self.summary, self.plot):  # both describe the last good controls
             view.add_class("gv-stale")
 

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 from gspmd_viz import sim, train_zoo
 from gspmd_viz.sim import training as st
 from gspmd_viz.units import format_bytes, format_time
+from gspmd_viz.viz.inline import error_html, inline_errors
 
 # name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all
 MODELS = {
@@ -161,23 +162,19 @@ class TrainingWidget(widgets.VBox):
             w.observe(lambda _: self.rebuild(), "value")
         self.rebuild()
 
+    @inline_errors
     def rebuild(self):
         """Recompute for the current controls; an error becomes a one-line message."""
-        try:
-            args = (
-                self.model.value,
-                self.pod.value,
-                self.strategy.value,
-                parse_positive(self.batch.value, "batch"),
-                parse_positive(self.split.value, "model/stages"),
-                parse_positive(self.microbatches.value, "microbatches"),
-                self.remat.value,
-            )
-            mem, times, chip, lay = evaluate(*args)
-        except ValueError as err:
-            self.message.value = f"<b style='color:#b00'>⚠ {_escape(str(err))}</b>"
-            self.plot.layout.opacity = "0.4"
-            return
+        args = (
+            self.model.value,
+            self.pod.value,
+            self.strategy.value,
+            parse_positive(self.batch.value, "batch"),
+            parse_positive(self.split.value, "model/stages"),
+            parse_positive(self.microbatches.value, "microbatches"),
+            self.remat.value,
+        )
+        mem, times, chip, lay = evaluate(*args)
         self.message.value = ""
         self.plot.layout.opacity = "1"
         self.text.value = f"<pre>{_escape(summary(mem, times, chip))}</pre>"
@@ -186,6 +183,10 @@ class TrainingWidget(widgets.VBox):
             "application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()), "config": {}}
         }
         self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+    def fail(self, err: Exception):
+        self.message.value = error_html(err)
+        self.plot.layout.opacity = "0.4"  # the last good picture, faded: it no longer applies
 
     def static_svg(self) -> str:
         """The current step-time split as a small SVG bar, for readers without a kernel."""
