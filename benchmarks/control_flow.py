@@ -11,7 +11,7 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
-from propagation import median_ms  # noqa: E402  (benchmarks/ is the script's directory)
+from timing import median_ms  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz import examples  # noqa: E402
 

@@ -4,24 +4,16 @@
 """
 
 import statistics
-import time
 
 import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
 
+import control_flow  # noqa: E402  (benchmarks/ is the script's directory)
 import jax  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 from gspmd_viz import examples  # noqa: E402
-
-
-def median_ms(fn, repeat: int = 7) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
 
 
 def paired_ms(a, b, repeat: int = 15) -> tuple[float, float]:
@@ -69,6 +61,8 @@ def main() -> None:
         widget.repropagate({**widget.example.specs, "x": (value, None, None)})
         edits.append(widget.repropagate_ms)
     print(f"widget re-propagate after an edit: {statistics.median(edits):7.1f} ms  (goal < 150)")
+    print("control flow: a scanned stack is propagated and partitioned once, whatever its trips")
+    control_flow.main()
 
 
 if __name__ == "__main__":

@@ -18,3 +18,13 @@ def paired_times(fn_a, fn_b, repeats: int = 41, warmup: int = 3) -> tuple[float,
             jax.block_until_ready(fn())
             times.append(time.perf_counter() - start)
     return statistics.median(times_a), statistics.median(times_b)
+
+
+def median_ms(fn, repeat: int = 7) -> float:
+    """Median milliseconds of `fn()` over `repeat` runs."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
