@@ -182,3 +182,16 @@ def test_an_unexpected_error_is_shown_inline_and_the_widget_keeps_working(monkey
     monkeypatch.undo()
     w.kernel.value = 3
     assert _ok(w)
+
+
+def test_after_bad_input_the_step_slider_keeps_the_old_frame_greyed():
+    w = HaloWidget(image="12x16", shards=(2, 4))
+    w.kernel.value = 5
+    assert "kernel 5" in w.picture.value and "2×4 shards" in w.picture.value  # its heading
+    w.image.value = "12 by 16"
+    stale = w.picture.value
+    assert "gv-stale" in stale and "gv-stale" in w.words.value and "image" in w.message.value
+    w.step.value = 0  # used to redraw the old scene un-greyed under the error message
+    assert w.picture.value == stale and "gv-error" in w.message.value
+    w.image.value = "12x16"
+    assert _ok(w) and "gv-stale" not in w.picture.value and "step 0/" in w.picture.value

@@ -68,7 +68,8 @@ def test_widget_every_control_every_option_both_ends():
             for end in (slider.max, slider.min):
                 slider.value = end
                 ok = w.message.value == ""
-                assert ok == (w.timeline.schedule.name == name and _title(w).startswith(name)
+                drawn = w.timeline is not None and w.timeline.schedule.name == name
+                assert ok == (drawn and _title(w).startswith(name)
                               and f"S={w.stages.value}, M={w.microbatches.value}"
                               in _title(w))  # fmt: skip
             w.stages.value, w.microbatches.value, w.virtual.value = 4, 8, 1
@@ -115,3 +116,15 @@ def test_static_svg_has_one_rectangle_per_action_and_per_stage():
     svg = gantt_svg(tl)
     assert svg.startswith("<svg") and svg.count("<rect") == 4 + len(tl.start)
     assert f"bubble {tl.bubble_fraction:.1%}" in svg
+
+
+def test_widget_state_syncs_and_frames_stay_greyed_after_bad_input():
+    w = view.PipelineWidget()
+    w.add_class("gv-test")  # the VBox's own state reaches the browser (a method named _send
+    assert "gv-test" in w._dom_classes  # once shadowed ipywidgets' and broke every sync)
+    w.ratio.value = "1:x"
+    assert "F:B:W" in w.message.value and "stale" in _title(w) and "gv-stale" in w.summary.value
+    w.frame.value = 0  # used to redraw the old timeline un-greyed under the error message
+    assert "stale" in _title(w) and all(t.opacity == 0.25 for t in w.figure.data)
+    w.ratio.value = "1:2"
+    assert w.message.value == "" and "stale" not in _title(w) and "gv-stale" not in w.summary.value

@@ -6,6 +6,7 @@ import pytest
 
 from gspmd_viz.sim import training as st
 from gspmd_viz.viz import training as vt
+from gspmd_viz.viz.inline import STALE_CSS
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,8 @@ def test_every_model_pod_and_strategy_draws_or_explains(widget):
 
 
 def test_bad_text_shows_a_message_and_the_widget_keeps_working(widget):
+    # (Layout has no opacity trait: the plot's layout.opacity once faded nothing in a browser)
+    assert any(getattr(c, "value", None) == STALE_CSS for c in widget.children)
     widget.pod.value, widget.strategy.value = next(iter(vt.PODS)), "2d"
     for control, bad in (
         (widget.batch, "lots"),
@@ -36,9 +39,11 @@ def test_bad_text_shows_a_message_and_the_widget_keeps_working(widget):
         good = control.value
         control.value = bad
         assert "gv-error" in widget.message.value, bad
-        assert widget.plot.layout.opacity == "0.4"
+        assert "gv-stale" in widget.plot._dom_classes  # greyed by STALE_CSS, among its children
+        assert "gv-stale" in widget.text.value  # the summary of the last good step, greyed too
         control.value = good
-        assert widget.message.value == "" and widget.plot.layout.opacity == "1"
+        assert widget.message.value == "" and "gv-stale" not in widget.plot._dom_classes
+        assert "gv-stale" not in widget.text.value
 
 
 def test_widget_numbers_are_the_sim_models(widget):
@@ -49,3 +54,20 @@ def test_widget_numbers_are_the_sim_models(widget):
     assert f"MFU {times['mfu']:.1%}" in widget.text.value
     assert lay.data == 1024 and mem == st.memory(vt.model("1B"), lay, 2048)
     assert "<svg" in widget.static_svg()
+
+
+def test_the_title_names_every_control_it_was_drawn_for():
+    w = vt.TrainingWidget(model_name="6B", strategy="pipeline", batch="2048", split="8",
+                          microbatches="4", remat=False)  # fmt: skip
+    title = w.figure.layout.title.text
+    assert title.startswith(f"6B model, batch 2048, {vt.DEFAULT_POD}<br>pipeline: data 128 x")
+    assert "stages 8 x 4 microbatches; MFU" in title
+    w.remat.value = True
+    assert "microbatches, remat; MFU" in w.figure.layout.title.text
+
+
+def test_static_bar_has_the_live_figure_colours(widget):
+    live = {t.name: t.marker.color for t in widget.figure.data if t.xaxis == "x2"}
+    assert live == vt.TIME_COLOURS
+    for name, colour in live.items():
+        assert f"fill='{colour}'><title>{name}</title>" in widget.static_svg()

@@ -16,7 +16,7 @@ from gspmd_viz.core.hlo import parse_hlo
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.viz.arrays import layout_figure
 from gspmd_viz.viz.blocks import layout_text
-from gspmd_viz.viz.inline import error_html, error_line, inline_errors
+from gspmd_viz.viz.inline import STALE_CSS, error_html, error_line, inline_errors
 from gspmd_viz.viz.notation import (
     dims_mapping_text,
     gv_code,
@@ -29,7 +29,6 @@ from gspmd_viz.viz.notation import (
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
 # The figure of the last good state stays on screen, greyed out, while the input is bad.
-STYLE = "<style>.gv-stale{opacity:.35;filter:grayscale(1)}</style>"
 
 
 def axis_options(axis_names) -> list[tuple[str, object]]:
@@ -69,7 +68,7 @@ class ShardingEditor(widgets.VBox):
                 self.message,
                 self.notation,
                 self.plot,
-                widgets.HTML(STYLE),
+                widgets.HTML(STALE_CSS),
             ]
         )
         self.add_class("gv-sharding-editor")

@@ -15,7 +15,7 @@ import ipywidgets as widgets
 from gspmd_viz.core.halo import HaloPlan
 from gspmd_viz.units import format_bytes
 from gspmd_viz.viz.halo_draw import Scene, scene, svg
-from gspmd_viz.viz.inline import error_html, inline_errors
+from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
 
 SHARDS = (1, 2, 3, 4, 8)
 MAX_SIDE = 64  # image rows / columns the picture stays readable with
@@ -130,6 +130,7 @@ class HaloWidget(widgets.VBox):
             widgets.HBox([self.play, self.step]),
         ]
         super().__init__([*controls, self.message, self.words, self.picture])
+        self.add_class("gv-halo")
         for w in (self.image, self.kernel, self.stride, self.dilation, self.base, self.padding,
                   self.rows, self.cols):  # fmt: skip
             w.observe(lambda _: self.rebuild(), "value")
@@ -161,9 +162,26 @@ class HaloWidget(widgets.VBox):
         note = self.scene.plans[1].gather_instead or self.scene.plans[0].gather_instead
         extra = f"<br><i>XLA would gather instead: {html.escape(note)}</i>" if note else ""
         name = self.scene.steps[step]
+        self.picture.value = self._framed(step)  # the picture first: the words follow it
         self.words.value = f"<b>{name}</b>: {html.escape(caption(self.scene, step))}{extra}"
-        self.picture.value = f"<div>{self.svg}</div>"
+
+    def _framed(self, step: int) -> str:
+        """The frame's SVG under a one-line heading naming every control it was drawn for."""
+        (rows, cols), sc = parse_image(self.image.value), self.scene
+        image = f"{rows}×{cols} image" if rows > 1 else f"{cols}-element signal"
+        heading = (
+            f"step {step}/{len(sc.steps) - 1} {sc.steps[step]} · {image} · kernel "
+            f"{self.kernel.value}, stride {self.stride.value}, dilation {self.dilation.value}, "
+            f"base dilation {self.base.value}, padding {self.padding.value} · "
+            f"{self.rows.value}×{self.cols.value} shards"
+        )
+        return f"<div class='gv-frame-title'>{html.escape(heading)}</div><div>{self.svg}</div>"
 
     def fail(self, err: Exception):
+        """One line; the last good frame greyed. The step slider keeps it greyed until a good
+        change: it must not redraw the old scene as if it matched the controls."""
         self.message.value = error_html(err)
-        self.picture.value = f"<div style='opacity:0.3;filter:grayscale(1)'>{self.svg}</div>"
+        if self.scene is not None:  # the caption and the frame both describe the old scene
+            self.words.value = stale_html(self.words.value)
+            self.picture.value = stale_html(self.picture.value)
+        self.scene = None

@@ -37,3 +37,14 @@ def inline_errors(handler):
             return None
 
     return run
+
+
+STALE_STYLE = "opacity:0.3;filter:grayscale(1)"
+# a widget whose views take the class gv-stale (add_class) shows this <style> among its children
+STALE_CSS = f"<style>.gv-stale {{ {STALE_STYLE}; }}</style>"
+
+
+def stale_html(picture: str) -> str:
+    """The last good `picture`, greyed out and marked `gv-stale`: it no longer matches the
+    controls (an error message above says why)."""
+    return f"<div class='gv-stale' style='{STALE_STYLE}'>{picture}</div>"

@@ -19,7 +19,7 @@ from gspmd_viz.core.spmd import Combine, Compute, Reshard, instruction_collectiv
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
-from gspmd_viz.viz.inline import error_html, inline_errors
+from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
 
 COLLECTIVE = "#b00020"  # edge labels: the communication stands out
 
@@ -232,9 +232,6 @@ def device_id(text: str, size: int) -> int:
     return device
 
 
-STALE = "opacity:0.3;filter:grayscale(1)"
-
-
 class LedgerWidget:
     """Chip and device pickers over the ledger; bad input shows an inline message, the stale
     figure greyed out, and the widget keeps working."""
@@ -270,7 +267,7 @@ class LedgerWidget:
 
     def fail(self, err: Exception) -> None:
         self.message.value = error_html(err)
-        self.out.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
+        self.out.value = stale_html(self.figure)
 
     def static_figure(self) -> str:
         return self.figure

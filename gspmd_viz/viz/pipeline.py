@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gspmd_viz import pipeline as pipe
-from gspmd_viz.viz.inline import error_html, inline_errors
+from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
 
 _PATTERN = {"F": "", "B": "/", "W": "x"}
 _MEMORY_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -182,6 +182,7 @@ class PipelineWidget(widgets.VBox):
             widgets.HBox([self.play, self.frame]),
         ]
         super().__init__([*rows, self.message, self.summary, self.plot])
+        self.add_class("gv-pipeline")
         for w in (self.schedule, self.stages, self.microbatches, self.virtual, self.ratio):
             w.observe(lambda _: self.rebuild(), "value")
         self.frame.observe(lambda ch: self.show(ch["new"]), "value")
@@ -215,11 +216,16 @@ class PipelineWidget(widgets.VBox):
         return f"{tl.summary()}\nsimulated bubble {tl.bubble_fraction:.1%}; {formula}"
 
     def fail(self, err: Exception):
+        """One line; the last good picture greyed. Frames stay on it until a good change: the
+        slider must not redraw the old timeline as if it matched the controls."""
         self.message.value = error_html(err)
+        if self.timeline is not None:  # the summary, too, describes the old timeline
+            self.summary.value = stale_html(self.summary.value)
+        self.timeline = None
         if self.figure is not None:  # grey out the last good picture: it no longer applies
             self.figure.update_traces(opacity=0.25)
             self.figure.update_layout(title_text="(stale: fix the input above)")
-            self._send(self.figure)
+            self._draw(self.figure)
 
     @inline_errors
     def show(self, frame: int):
@@ -227,9 +233,9 @@ class PipelineWidget(widgets.VBox):
             return
         frame = min(max(frame, 0), len(self.times) - 1)
         self.figure = gantt(self.timeline, until=float(self.times[frame]))
-        self._send(self.figure)
+        self._draw(self.figure)
 
-    def _send(self, fig: go.Figure):
+    def _draw(self, fig: go.Figure):
         # plotly's mimetype as Output widget state: a live kernel, nbconvert and nbval agree.
         bundle = {"application/vnd.plotly.v1+json": {**json.loads(fig.to_json()), "config": {}}}
         self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)

@@ -23,7 +23,7 @@ from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
 from gspmd_viz.viz import viewport
 from gspmd_viz.viz.graph import HIGHLIGHT, LINKED, legend_html, node_of, program_graph, svg
-from gspmd_viz.viz.inline import error_html, inline_errors
+from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
 from gspmd_viz.viz.propagation_parts import (
     annotation_shapes,
     chain_values,
@@ -40,7 +40,6 @@ BORDERS = (
     (f"3px solid {LINKED}", 'named by "why?"'),
     (f"2px dashed {HIGHLIGHT}", "XLA decides differently"),
 )
-STALE = "opacity:0.3;filter:grayscale(1)"
 
 
 def frame_shardings(prop, k: int) -> dict:
@@ -147,7 +146,7 @@ class PropagationWidget:
     def fail(self, err) -> None:
         """One-line message; the figure stays, greyed out, until a good change redraws it."""
         self.message.value = error_html(err)
-        self.graph.value = f"<div class='gv-stale' style='{STALE}'>{self.figure}</div>"
+        self.graph.value = stale_html(self.figure)
 
     # --- views ----------------------------------------------------------------------------
     def linked(self) -> frozenset[str]:

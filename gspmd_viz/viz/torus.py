@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from gspmd_viz import sim
 from gspmd_viz.units import parse_bytes
-from gspmd_viz.viz.inline import error_html, inline_errors
+from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors
 from gspmd_viz.viz.torus_frames import Frames, frames, positions
 from gspmd_viz.viz.torus_heatmap import heatmap_figure
 from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, link_figure, svg
@@ -29,7 +29,6 @@ CUSTOM = "custom"
 PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4x4": "tpu-v4"}
 MAX_CHIPS = 4096  # the multipod; sim.simulate takes bigger tori in code
 A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
-STALE_CSS = "<style>.gv-stale { opacity: 0.35; filter: grayscale(1); }</style>"
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:

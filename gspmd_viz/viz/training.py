@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from gspmd_viz import sim, train_zoo
 from gspmd_viz.sim import training as st
 from gspmd_viz.units import format_bytes, format_time
-from gspmd_viz.viz.inline import error_html, inline_errors
+from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
 
 # name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all
 MODELS = {
@@ -38,6 +38,8 @@ DEFAULT_POD = "TPU-v3 pod 32x32 (1024 chips)"
 SEQ = 1024
 PARTS = ("weights", "grads", "slots", "activations", "transient")
 TIMES = ("compute", "update", "communication", "bubble")
+# the step-time bars, live and in static_svg, in the same colours
+TIME_COLOURS = dict(zip(TIMES, ("#636efa", "#ef553b", "#00cc96", "#ab63fa"), strict=True))
 
 
 def model(name: str) -> st.Transformer:
@@ -71,7 +73,9 @@ def evaluate(model_name, pod, strategy, batch, split, microbatches, remat):
     return mem, st.step_time(cfg, lay, batch, rows(strategy), topo, chip), sim.chip(chip), lay
 
 
-def figure(mem: dict, times: dict, chip, lay) -> go.Figure:
+def figure(mem: dict, times: dict, chip, lay, heading: str = "") -> go.Figure:
+    """Memory per device against HBM and the step-time split; `heading` (model, batch, pod)
+    heads the title, whose second line is the layout."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("memory per device", "step time"))
     for part in PARTS:
         fig.add_bar(x=["memory"], y=[mem[part] / 2**30], name=part, row=1, col=1)
@@ -83,18 +87,26 @@ def figure(mem: dict, times: dict, chip, lay) -> go.Figure:
         annotation_text=f"HBM {format_bytes(chip.hbm_bytes)}",
     )
     for part in TIMES:
-        fig.add_bar(x=["time"], y=[times[part]], name=part, row=1, col=2)
+        fig.add_bar(x=["time"], y=[times[part]], name=part, marker_color=TIME_COLOURS[part],
+                    row=1, col=2)  # fmt: skip
     fig.update_layout(
         barmode="stack",
-        height=360,
+        height=380,
         width=720,
-        margin=dict(t=60, b=30),
-        title=f"{lay.strategy}: data {lay.data} x model {lay.model} x stages "
-        f"{lay.stages}; MFU {times['mfu']:.0%}",
+        margin=dict(t=84, b=30),
+        title=f"{heading}<br>{_layout_text(lay)}; MFU {times['mfu']:.0%}",
     )
     fig.update_yaxes(title_text="GiB", row=1, col=1)
     fig.update_yaxes(title_text="seconds", row=1, col=2)
     return fig
+
+
+def _layout_text(lay: st.Layout) -> str:
+    micro = f" x {lay.microbatches} microbatches" if lay.strategy == "pipeline" else ""
+    remat = ", remat" if lay.remat else ""
+    return (
+        f"{lay.strategy}: data {lay.data} x model {lay.model} x stages {lay.stages}{micro}{remat}"
+    )
 
 
 def summary(mem: dict, times: dict, chip) -> str:
@@ -135,8 +147,10 @@ class TrainingWidget(widgets.VBox):
             options=list(st.STRATEGIES), value=strategy, description="strategy"
         )
         self.batch = widgets.Text(value=batch, description="batch")
-        self.split = widgets.Text(value=split, description="model/stages")
-        self.microbatches = widgets.Text(value=microbatches, description="microbatches")
+        wide = {"description_width": "initial"}  # the whole label, not "model/sta..."
+        self.split = widgets.Text(value=split, description="model/stages", style=wide)
+        self.microbatches = widgets.Text(value=microbatches, description="microbatches",
+                                         style=wide)  # fmt: skip
         self.remat = widgets.Checkbox(value=remat, description="rematerialise")
         self.message, self.text, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
         self.figure: go.Figure | None = None
@@ -151,6 +165,7 @@ class TrainingWidget(widgets.VBox):
         ]
         super().__init__(
             [
+                widgets.HTML(STALE_CSS),
                 widgets.HBox(controls[:3]),
                 widgets.HBox(controls[3:]),
                 self.message,
@@ -158,6 +173,7 @@ class TrainingWidget(widgets.VBox):
                 self.plot,
             ]
         )
+        self.add_class("gv-training")
         for w in controls:
             w.observe(lambda _: self.rebuild(), "value")
         self.rebuild()
@@ -176,9 +192,10 @@ class TrainingWidget(widgets.VBox):
         )
         mem, times, chip, lay = evaluate(*args)
         self.message.value = ""
-        self.plot.layout.opacity = "1"
+        self.plot.remove_class("gv-stale")
         self.text.value = f"<pre>{_escape(summary(mem, times, chip))}</pre>"
-        self.figure = figure(mem, times, chip, lay)
+        heading = f"{args[0]} model, batch {args[3]}, {args[1]}"
+        self.figure = figure(mem, times, chip, lay, heading)
         bundle = {
             "application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()), "config": {}}
         }
@@ -186,7 +203,9 @@ class TrainingWidget(widgets.VBox):
 
     def fail(self, err: Exception):
         self.message.value = error_html(err)
-        self.plot.layout.opacity = "0.4"  # the last good picture, faded: it no longer applies
+        if "gv-stale" not in self.plot._dom_classes:  # the summary describes the old step too
+            self.text.value = stale_html(self.text.value)
+        self.plot.add_class("gv-stale")  # the last good picture, greyed: it no longer applies
 
     def static_svg(self) -> str:
         """The current step-time split as a small SVG bar, for readers without a kernel."""
@@ -194,11 +213,10 @@ class TrainingWidget(widgets.VBox):
             return "<svg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/>"
         ys = {tr.name: tr.y[0] for tr in self.figure.data if tr.xaxis == "x2"}
         total, x, parts = sum(ys.values()) or 1.0, 0.0, []
-        colours = ("#636efa", "#ef553b", "#00cc96", "#ab63fa")
-        for (name, y), colour in zip(ys.items(), colours, strict=False):
+        for name, y in ys.items():
             w = 600 * y / total
             parts.append(
-                f"<rect x='{x:.1f}' y='20' width='{w:.1f}' height='30' fill='{colour}'>"
+                f"<rect x='{x:.1f}' y='20' width='{w:.1f}' height='30' fill='{TIME_COLOURS[name]}'>"
                 f"<title>{name}</title></rect>"
             )
             x += w
