@@ -48,6 +48,18 @@ def _press(page, slider, key: str):
     return lambda: (slider.focus(), page.keyboard.press(key))
 
 
+def _open(page, root: str, title: str, first: str):
+    """The lesson's widget scrolled to the top, a timer on its figure heading, the heading
+    showing the lesson's first state."""
+    from playwright.sync_api import expect
+
+    w = page.locator(root)
+    expect(w).to_have_count(1, timeout=30_000)
+    _top(w)
+    expect(w.locator(title)).to_contain_text(first, timeout=30_000)
+    return w, SettledTimer(page, f"{root} {title}"), w.locator(title)
+
+
 class SettledTimer(Timer):
     """Timer that first lets the page finish the previous redraw: JupyterLab's plotly renderer
     follows each new figure with a second redraw and a PNG snapshot (Plotly.toImage), which
@@ -99,11 +111,9 @@ HALO_BAD = (  # box, bad text, inline message, good text, heading it brings back
 def drive_04(page, shot) -> str:
     from playwright.sync_api import expect
 
-    w = page.locator(".gv-halo")
-    expect(w).to_have_count(1, timeout=30_000)
-    _top(w)
-    timer, title = SettledTimer(page, ".gv-halo .gv-frame-title"), w.locator(".gv-frame-title")
-    expect(title).to_contain_text("step 5/7 exchange 4/4 · 12×16 image", timeout=30_000)
+    w, timer, title = _open(
+        page, ".gv-halo", ".gv-frame-title", "step 5/7 exchange 4/4 · 12×16 image"
+    )
     for label, (high, low) in HALO_SLIDERS.items():
         handle = _slider(w, label)
         timer.redraw(_press(page, handle, "End"), high)
@@ -173,11 +183,7 @@ def _pipeline_stale(w, words: str) -> None:
 def drive_06(page, shot) -> str:
     from playwright.sync_api import expect
 
-    w = page.locator(".gv-pipeline")
-    expect(w).to_have_count(1, timeout=30_000)
-    _top(w)
-    timer, title = SettledTimer(page, ".gv-pipeline .gtitle"), w.locator(".gtitle")
-    expect(title).to_contain_text("1f1b, S=4, M=8", timeout=30_000)
+    w, timer, title = _open(page, ".gv-pipeline", ".gtitle", "1f1b, S=4, M=8")
     schedule = _dropdown(w, "schedule")
     for name in SCHEDULES:
         timer.redraw(lambda name=name: schedule.select_option(name), f"{name}, S=4, M=8")
@@ -237,11 +243,7 @@ PODS = {  # option: data replicas with model 8 (chips / 8)
 def drive_07(page, shot) -> str:
     from playwright.sync_api import expect
 
-    w = page.locator(".gv-training")
-    expect(w).to_have_count(1, timeout=30_000)
-    _top(w)
-    timer, title = SettledTimer(page, ".gv-training .gtitle"), w.locator(".gtitle")
-    expect(title).to_contain_text("1T model, batch 128", timeout=30_000)
+    w, timer, title = _open(page, ".gv-training", ".gtitle", "1T model, batch 128")
     timer.redraw(lambda: _type(_text(w, "batch"), "4096"), "1T model, batch 4096")
     strategy = _dropdown(w, "strategy")
     for name in ("dp", "dp+wus", "pipeline", "2d"):  # each strategy's first use partitions once
