@@ -36,6 +36,9 @@ from gspmd_viz.core.spmd import (
 
 def _run_compute(ins: Compute, env) -> None:
     args = [a.value if isinstance(a, Literal) else env[a] for a in ins.ins]
+    if ins.local_op is not None:  # operands already shifted into place (halo exchange)
+        env[ins.outs[0]] = ins.local_op(*args, **ins.params)
+        return
     outs = run_local(ins.eqn, ins.params, args, ins.masks, ins.offsets, ins.lookup)
     env.update(zip(ins.outs, outs, strict=True))
 
@@ -54,7 +57,9 @@ def _run_const(ins: Const, env) -> None:
 
 def _run_halo(ins: Halo, env) -> None:
     # [.., shard, ..] -> collective-permutes, concat, dynamic_slice -> [.., window-ready, ..]
-    env[ins.dst] = window_ready(env[ins.src], ins.splits, ins.fill)
+    fill = env[ins.fill] if isinstance(ins.fill, str) else ins.fill  # pad's value: a buffer
+    fill = fill.value if isinstance(fill, Literal) else fill
+    env[ins.dst] = window_ready(env[ins.src], ins.splits, fill)
 
 
 def _run_loop(ins: RunLoop, env) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from gspmd_viz.core.factors import Builder, FactorRule
+from gspmd_viz.core.values import Literal
 
 
 def _shapes(eqn):
@@ -152,26 +153,39 @@ def top_k(eqn) -> FactorRule:
     return b.rule([operand], [result, result])
 
 
-def _sized_dims(eqn, changed_kind: str, changed) -> FactorRule:
-    """Operand 0 and result 0 share dim d unless `changed(d, n, m)`: then each gets a factor."""
+def _shifted_dims(eqn, shifted) -> FactorRule:
+    """Operand 0 and result 0 share every dim; a dim where `shifted(d, n, m)` (output j reads
+    input j·stride − low: a 1-wide window) shares one windowed factor, moved by halo exchange.
+    Other dims whose size changes get a need_replication factor each."""
     b = Builder()
     ins, (out, *_) = _shapes(eqn)
     operand, result = [], []
     for d, (n, m) in enumerate(zip(ins[0], out, strict=True)):
-        shared = () if changed(d, n, m) else b.new(m)
-        operand.append(shared or b.new(n, changed_kind))
-        result.append(shared or b.new(m, changed_kind))
+        if shifted(d, n, m):
+            o, r = _window_dims(b, n, m, windowed=True)
+        elif n == m:
+            o = r = b.new(m)
+        else:
+            o, r = b.new(n, "need_replication"), b.new(m, "need_replication")
+        operand.append(o)
+        result.append(r)
     rest = [operand if s == ins[0] else [()] * len(s) for s in ins[1:]]
     return b.rule([operand, *rest], [result])
 
 
 def slice_like(eqn) -> FactorRule:
-    return _sized_dims(eqn, "need_replication", lambda d, n, m: n != m)
+    """slice: a sliced dim is a shift (start, stride); dynamic_slice: only at a constant start
+    (a data-dependent start keeps the dim whole)."""
+    starts = eqn.inputs[1:] if eqn.primitive == "dynamic_slice" else None
+    return _shifted_dims(
+        eqn,
+        lambda d, n, m: n != m and (starts is None or isinstance(starts[d], Literal)),
+    )
 
 
 def pad(eqn) -> FactorRule:
     cfg = eqn.params["padding_config"]
-    return _sized_dims(eqn, "permutation", lambda d, n, m: any(cfg[d]))
+    return _shifted_dims(eqn, lambda d, n, m: any(cfg[d]))
 
 
 def dynamic_update_slice(eqn) -> FactorRule:
@@ -190,12 +204,13 @@ def dynamic_update_slice(eqn) -> FactorRule:
 
 
 def concatenate(eqn) -> FactorRule:
-    """Non-concatenated dims pass; the concatenated dim is a permutation of the result's."""
+    """Non-concatenated dims pass; the concatenated dim is one windowed factor of every operand
+    and the result: each operand is shifted to its offset (halo exchange, halo_ops)."""
     b = Builder()
     ins, (out,) = _shapes(eqn)
     cat = eqn.params["dimension"]
-    result = [b.new(n, "permutation" if d == cat else "pass") for d, n in enumerate(out)]
-    return b.rule([[(() if d == cat else result[d]) for d in range(len(s))] for s in ins], [result])
+    result = [b.new(n, "windowed" if d == cat else "pass") for d, n in enumerate(out)]
+    return b.rule([list(result) for _ in ins], [result])
 
 
 def iota(eqn) -> FactorRule:

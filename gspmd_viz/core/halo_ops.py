@@ -4,14 +4,24 @@
 {operand-0 dim: Window} plus the output dim each one becomes; `local_params` rewrites the
 equation's parameters for the per-device op that runs on window-ready input (no padding and no
 base dilation on the sharded dims: `window_ready` did both); `splits_for` plans the halos.
+
+Shifts are windows too: output j of `pad`, `slice` or a `dynamic_slice` at a constant offset
+reads input position j·stride − low, i.e. a window of 1 with padding (low, high) (negative:
+trim) and, for pad's interior padding, base dilation. Their halos are exactly the elements that
+cross a shard boundary.  # XLA: HandlePad / HandleSlice / HandleDynamicSlice via
+ReshardAsWindowedInput
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Literal
 
 from gspmd_viz.core.halo import halo_plan
 from gspmd_viz.core.halo_exchange import SpatialSplit
@@ -31,7 +41,7 @@ class Window:
     param_index: int | None = None  # position in the primitive's per-spatial-dim params
 
 
-def _conv_windows(eqn) -> dict[int, Window]:
+def _conv_windows(eqn, operand: int = 0) -> dict[int, Window]:
     p, rhs = eqn.params, eqn.invars[1]
     dn = p["dimension_numbers"]
     dims = {dn.lhs_spec[0]: Window(out_dim=dn.out_spec[0])}  # batch passes through
@@ -48,7 +58,7 @@ def _conv_windows(eqn) -> dict[int, Window]:
     return dims
 
 
-def _reduce_windows(eqn) -> dict[int, Window]:
+def _reduce_windows(eqn, operand: int = 0) -> dict[int, Window]:
     p = eqn.params
     keys = ("window_dimensions", "window_strides", "window_dilation", "base_dilation", "padding")
     return {
@@ -57,54 +67,176 @@ def _reduce_windows(eqn) -> dict[int, Window]:
     }
 
 
-# pad value per primitive: what a window reads where there is no data (XLA: the init value)
+def _shift(d: int, low: int, high: int, stride: int = 1, base: int = 1) -> Window:
+    """Dim d read by 1-wide windows: output j is input position j·stride − low."""
+    return Window(1, int(stride), 1, int(base), (int(low), int(high)), d, d)
+
+
+def _pad_windows(eqn, operand: int = 0) -> dict[int, Window]:
+    cfg = eqn.params["padding_config"]
+    return {d: _shift(d, lo, hi, base=mid + 1) for d, (lo, hi, mid) in enumerate(cfg)}
+
+
+def _slice_windows(eqn, operand: int = 0) -> dict[int, Window]:
+    p, shape = eqn.params, eqn.invars[0].aval.shape
+    strides = p["strides"] or (1,) * len(shape)
+    bounds = zip(shape, p["start_indices"], p["limit_indices"], strides, strict=True)
+    return {d: _shift(d, -a, b - n, s) for d, (n, a, b, s) in enumerate(bounds)}
+
+
+def _dynamic_slice_windows(eqn, operand: int = 0) -> dict[int, Window]:
+    """Dims sliced at a constant start (clamped into range, as jax does); a data-dependent
+    start is no window: that dim stays whole."""
+    shape, sizes = eqn.invars[0].aval.shape, eqn.params["slice_sizes"]
+    out = {}
+    for d, (n, k, start) in enumerate(zip(shape, sizes, eqn.invars[1:], strict=True)):
+        if k == n:
+            out[d] = Window(out_dim=d)
+        elif isinstance(start, Literal):
+            a = min(max(int(start.val), 0), n - k)
+            out[d] = _shift(d, -a, a + k - n)
+    return out
+
+
+def _concat_windows(eqn, operand: int = 0) -> dict[int, Window]:
+    """Operand k of a concatenation lands at offset n_0 + … + n_(k−1): a shift of its own.
+    (Complex numbers have no order to pick the real element with: that dim stays whole.)"""
+    d, shapes = eqn.params["dimension"], [v.aval.shape for v in eqn.invars]
+    out = {k: Window(out_dim=k) for k in range(len(shapes[0])) if k != d}
+    if not np.issubdtype(eqn.outvars[0].aval.dtype, np.complexfloating):
+        low = sum(s[d] for s in shapes[:operand])
+        out[d] = _shift(d, low, sum(s[d] for s in shapes) - low - shapes[operand][d])
+    return out
+
+
+def _pick_real(*shifted, **params):
+    """Concatenation of operands shifted into place over the dtype's lowest value: at every
+    position one operand holds a real element, the others the lowest value (XLA: HandleConcatenate
+    pads every operand to the output and selects)."""
+    return functools.reduce(jnp.maximum, shifted)
+
+
+class Windowed(NamedTuple):
+    reader: Callable  # (eqn, operand) -> {dim: Window}
+    fill: object  # what a window reads where there is no data (XLA: the init value)
+    operands: str = "first"  # "every": every operand is shifted (concatenate)
+    local_op: Callable | None = None  # runs instead of the primitive on window-ready input
+    # halos that cover the dim: gather instead (XLA's rule for convs, HaloPlan.gather_instead);
+    # a shift's rounds carry only what crosses a boundary, and the cost model compares
+    wide_halos_gather: bool = True
+
+
+OPERAND_1, LOWEST = "operand 1", "lowest"  # fills: pad's operand 1; the dtype's lowest value
+SHIFTS = {
+    "pad": Windowed(_pad_windows, OPERAND_1, wide_halos_gather=False),
+    "slice": Windowed(_slice_windows, 0, wide_halos_gather=False),
+    "dynamic_slice": Windowed(_dynamic_slice_windows, 0, wide_halos_gather=False),
+    "concatenate": Windowed(_concat_windows, LOWEST, "every", _pick_real, False),
+}
 WINDOWED = {
-    "conv_general_dilated": (_conv_windows, 0.0),
-    "reduce_window_sum": (_reduce_windows, 0.0),
-    "reduce_window_max": (_reduce_windows, -np.inf),
-    "reduce_window_min": (_reduce_windows, np.inf),
+    "conv_general_dilated": Windowed(_conv_windows, 0.0),
+    "reduce_window_sum": Windowed(_reduce_windows, 0.0),
+    "reduce_window_max": Windowed(_reduce_windows, -np.inf),
+    "reduce_window_min": Windowed(_reduce_windows, np.inf),
 }
 
 
-def window_of(eqn) -> dict[int, Window]:
-    """{operand-0 dim: Window} for the dims a spatial split may cut."""
-    if eqn.primitive.name not in WINDOWED:
+def _reader(eqn):
+    name = eqn.primitive.name
+    if name not in WINDOWED and name not in SHIFTS:
         raise ValueError(
-            f"{eqn.primitive.name} is not a windowed op; halo exchange partitions "
-            f"{', '.join(WINDOWED)}"
+            f"{name} is not a windowed op; halo exchange partitions "
+            f"{', '.join([*WINDOWED, *SHIFTS])}"
         )
-    return WINDOWED[eqn.primitive.name][0](eqn)
+    return WINDOWED[name] if name in WINDOWED else SHIFTS[name]
+
+
+def window_of(eqn, operand: int = 0) -> dict[int, Window]:
+    """{operand dim: Window} for the dims a spatial split may cut."""
+    return _reader(eqn).reader(eqn, operand)
 
 
 def pad_value(eqn):
-    return WINDOWED[eqn.primitive.name][1]
+    """What windows read outside the input: a constant, OPERAND_1 (pad's) or LOWEST."""
+    return _reader(eqn).fill
 
 
-def local_params(eqn, dims, params=None) -> dict:
-    """`params` (default: the equation's) with padding (0, 0) and base dilation 1 on the split
-    `dims`: the op then runs on window-ready input."""
-    p, windows = dict(eqn.params if params is None else params), window_of(eqn)
+def halo_operands(eqn) -> tuple[int, ...]:
+    """The operands whose halos are exchanged (operand 0, or every one of a concatenation)."""
+    return tuple(range(len(eqn.invars))) if _reader(eqn).operands == "every" else (0,)
+
+
+def wide_halos_gather(eqn) -> bool:
+    return _reader(eqn).wide_halos_gather
+
+
+def local_op(eqn) -> Callable | None:
+    """What runs on window-ready operands instead of the primitive (None: the primitive)."""
+    return _reader(eqn).local_op
+
+
+def _no_padding(p: dict, eqn, split) -> None:
+    """conv / reduce_window: padding (0, 0) and base dilation 1 on the split dim."""
     conv = eqn.primitive.name == "conv_general_dilated"
     pad_key, dil_key = ("padding", "lhs_dilation") if conv else ("padding", "base_dilation")
-    padding, base = list(p[pad_key]), list(p[dil_key])
-    for d in dims:
-        k = windows[d].param_index
-        if k is not None:
-            padding[k], base[k] = (0, 0), 1
-    p[pad_key], p[dil_key] = tuple(tuple(x) for x in padding), tuple(base)
+    k = window_of(eqn)[split.dim].param_index
+    if k is not None:
+        p[pad_key] = tuple((0, 0) if i == k else tuple(x) for i, x in enumerate(p[pad_key]))
+        p[dil_key] = tuple(1 if i == k else x for i, x in enumerate(p[dil_key]))
+
+
+def _replace(seq, d: int, value) -> tuple:
+    return tuple(value if i == d else x for i, x in enumerate(seq))
+
+
+def _span(split) -> int:
+    """Positions of the window-ready input on a split dim."""
+    plan = split.plan
+    return plan.stride * (plan.windows_per_shard - 1) + plan.window_span
+
+
+def _local_pad(p: dict, eqn, split) -> None:
+    p["padding_config"] = _replace(p["padding_config"], split.dim, (0, 0, 0))
+
+
+def _local_slice(p: dict, eqn, split) -> None:
+    # [.., span, ..] -> every stride-th position -> [.., windows per shard, ..]
+    p["start_indices"] = _replace(p["start_indices"], split.dim, 0)
+    p["limit_indices"] = _replace(p["limit_indices"], split.dim, _span(split))
+
+
+def _local_dynamic_slice(p: dict, eqn, split) -> None:
+    # the whole window-ready input: the constant start clamps to 0 on it
+    p["slice_sizes"] = _replace(p["slice_sizes"], split.dim, split.plan.windows_per_shard)
+
+
+LOCAL = {name: _no_padding for name in WINDOWED} | {
+    "pad": _local_pad,
+    "slice": _local_slice,
+    "dynamic_slice": _local_dynamic_slice,
+    "concatenate": lambda p, eqn, split: None,  # _pick_real reads no params
+}
+
+
+def local_params(eqn, splits, params=None) -> dict:
+    """`params` (default: the equation's) rewritten for the op on window-ready input: on the
+    split dims no padding and no base dilation (window_ready did both), slices from 0."""
+    p = dict(eqn.params if params is None else params)
+    for split in splits:
+        LOCAL[eqn.primitive.name](p, eqn, split)
     return p
 
 
-def split_of(eqn, dim: int, axis, shards: int) -> SpatialSplit:
-    """Operand-0 `dim` split into `shards` over mesh `axis` (a name or a tuple of names)."""
-    windows = window_of(eqn)
+def split_of(eqn, dim: int, axis, shards: int, operand: int = 0) -> SpatialSplit:
+    """Operand `dim` split into `shards` over mesh `axis` (a name or a tuple of names)."""
+    windows = window_of(eqn, operand)
     if dim not in windows:
         raise ValueError(
             f"dim {dim} of {eqn.primitive.name}'s input is neither spatial nor batch: "
             f"split one of dims {sorted(windows)}"
         )
     w = windows[dim]
-    size = eqn.invars[0].aval.shape[dim]
+    size = eqn.invars[operand].aval.shape[dim]
     plan = halo_plan(size, shards, w.window, w.stride, w.dilation, w.base_dilation, w.padding)
     return SpatialSplit(dim, axis, plan)
 

@@ -67,7 +67,7 @@ def _plan_steps(jaxpr, axes, mesh: Mesh):
         if name in WINDOWED and split == [eqn.invars[0]]:
             dims = layout[eqn.invars[0]]
             splits = tuple(splits_for(eqn, dims, mesh))
-            steps.append(_Step(eqn, splits, local_params(eqn, dims), pad_value(eqn)))
+            steps.append(_Step(eqn, splits, local_params(eqn, splits), pad_value(eqn)))
             local = [s.plan.shard_size for s in splits]
             shape = [n for n in eqn.invars[0].aval.shape]
             for s, n in zip(splits, local, strict=True):

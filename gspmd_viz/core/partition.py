@@ -114,14 +114,16 @@ class Partitioner:
             fetch = self.fetch if isinstance(v, Value) else self.literal
             ins.append(fetch(v, target, eqn))
             masks += self.masks(q, fa, i, target)
-        splits = q.halo_splits(fa)
-        if splits:
-            ins[0] = self.halo(eqn, ins[0], op_shardings[0], splits)
+        splits = {k: q.halo_splits(fa, k) for k in q.halo_operands}
+        for k, split in splits.items():
+            if split:
+                ins[k] = self.halo(eqn, ins, k, op_shardings[k], split)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
         compute = self.compute(q, ins, tuple(op_shardings), results, masks)
-        if splits:  # the op runs on window-ready input: no padding, no base dilation there
-            params = halo_ops.local_params(eqn.eqn, [s.dim for s in splits], compute.params)
-            compute = dataclasses.replace(compute, params=params)
+        if splits.get(0):  # the op runs on window-ready input: no padding, no base dilation
+            params = halo_ops.local_params(eqn.eqn, splits[0], compute.params)
+            local_op = halo_ops.local_op(eqn.eqn)
+            compute = dataclasses.replace(compute, params=params, local_op=local_op)
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
@@ -159,12 +161,16 @@ class Partitioner:
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))
         return out
 
-    def halo(self, eqn: Equation, src: str, sharding: Sharding, splits) -> str:
-        """Exchange operand 0's halos; returns the window-ready buffer's name."""
-        v, fill = eqn.inputs[0], halo_ops.pad_value(eqn.eqn)
+    def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
+        """Exchange operand k's halos; returns the window-ready buffer's name."""
+        v, fill = eqn.inputs[k], halo_ops.pad_value(eqn.eqn)
+        if fill == halo_ops.OPERAND_1:  # pad's padding value: a buffer name or a Literal
+            fill = ins[1]
+        elif fill == halo_ops.LOWEST:  # a concatenation picks the real element by max
+            fill = lower.identity_element("max", v.dtype)
         dst = self.fresh(v.name)
         source = f"eqn {eqn.index} {eqn.primitive}"
-        self.instructions.append(Halo(v, src, dst, splits, sharding, fill, source))
+        self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source))
         return dst
 
     def combine(self, v: Value, s: Sharding, how: str, axes, eqn: Equation) -> None:

@@ -16,7 +16,8 @@ An Entry holds
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
   halo            windowed dims may be split with a halo exchange (halo_ops.window_of reads
-                  the windows): collective-permutes of the neighbours' edges, no gather
+                  the windows): collective-permutes of the neighbours' edges, no gather; a
+                  shift (pad, slice, dynamic_slice at a constant start) is a 1-wide window
   identity        an annotation: nothing to compute on a device
   edge            a loop's data-flow edge (values.Loop): its operands and results share one
                   sharding; partition.py runs the loop, nothing runs for the edge itself
@@ -144,11 +145,11 @@ register("reduce_prod reduce_and reduce_or argmax argmin", families.reduce)
 register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative)
 register("sort", families.sort)
 register("top_k", families.top_k)
-register("slice", families.slice_like, operand_sizes="limit_indices")
-register("dynamic_slice", families.slice_like, operand_sizes="slice_sizes")
+register("slice", families.slice_like, operand_sizes="limit_indices", halo=True)
+register("dynamic_slice", families.slice_like, operand_sizes="slice_sizes", halo=True)
 register("dynamic_update_slice", families.dynamic_update_slice)
-register("pad", families.pad)
-register("concatenate", families.concatenate)
+register("pad", families.pad, halo=True)
+register("concatenate", families.concatenate, halo=True)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
 register(
     "gather",

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.halo_exchange import SpatialSplit, halo_permutes
-from gspmd_viz.core.halo_ops import split_of, window_of
+from gspmd_viz.core.halo_ops import halo_operands, split_of, wide_halos_gather, window_of
 from gspmd_viz.core.program import Equation, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
@@ -74,6 +74,7 @@ class EquationSplit:
             for f in rule.operands[0][d]
             if rule.factors[f].kind == "windowed"
         }
+        self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
 
     def splittable(self, f: int, axes) -> bool:
         kind = self.rule.factors[f].kind
@@ -81,7 +82,9 @@ class EquationSplit:
             return True
         if self.whole_windows(f, axes):
             return True
-        return f in self.halo and self.halo_split(f, axes) is not None
+        return f in self.halo and all(
+            self.halo_split(f, axes, k) is not None for k in self.halo_operands
+        )
 
     def whole_windows(self, f: int, axes) -> bool:
         """Does splitting f give every shard whole windows (no halo needed)?"""
@@ -90,30 +93,31 @@ class EquationSplit:
         n, stride = self.halo_free[f]
         return n % (self.size(axes) * stride) == 0
 
-    def halo_split(self, f: int, axes) -> SpatialSplit | None:
-        """Factor f's dim split over `axes` with a halo exchange; None where XLA would gather
-        instead (the halos cover the dim) or the windows do not fit."""
+    def halo_split(self, f: int, axes, operand: int = 0) -> SpatialSplit | None:
+        """Factor f's dim of `operand` split over `axes` with a halo exchange; None where XLA
+        would gather instead (the halos cover the dim) or the windows do not fit."""
         try:
-            split = split_of(self.eqn.eqn, self.halo[f], tuple(axes), self.size(axes))
+            split = split_of(self.eqn.eqn, self.halo[f], tuple(axes), self.size(axes), operand)
         except ValueError:
             return None
-        return None if split.plan.gather_instead else split
+        gather = split.plan.gather_instead and wide_halos_gather(self.eqn.eqn)
+        return None if gather else split
 
-    def halo_splits(self, fa: FactorAxes) -> tuple[SpatialSplit, ...]:
+    def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
         return tuple(
-            self.halo_split(f, fa[f])
+            self.halo_split(f, fa[f], operand)
             for f in sorted(fa)
             if f in self.halo and not self.whole_windows(f, fa[f])
         )
 
     def halo_bytes(self, fa: FactorAxes) -> float:
-        """Bytes a device sends in the halo exchange this split needs."""
-        splits = self.halo_splits(fa)
-        if not splits:
-            return 0.0
-        v = self.eqn.inputs[0]
-        local = self.operand_sharding(fa, 0).shard_shape(v.shape)
-        return float(sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype)))
+        """Bytes a device sends in the halo exchanges this split needs."""
+        total = 0.0
+        for k in self.halo_operands:
+            splits, v = self.halo_splits(fa, k), self.eqn.inputs[k]
+            local = self.operand_sharding(fa, k).shard_shape(v.shape)
+            total += sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype))
+        return float(total)
 
     def summed(self, f: int) -> bool:
         """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""

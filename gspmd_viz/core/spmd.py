@@ -43,6 +43,7 @@ class Compute:
     masks: tuple = ()
     offsets: tuple = ()
     lookup: object = None
+    local_op: object = None  # runs instead of the primitive (halo_ops.local_op)
 
     def text(self) -> str:
         e = self.eqn
@@ -81,10 +82,8 @@ class Reshard:
     def text(self) -> str:
         if not self.plan.steps:
             return f"{self.dst} = {self.src}"
-        ops = " -> ".join(
-            f"{s.kind}({','.join(s.axes)})" for s in self.plan.steps if s.kind != "slice"
-        )
-        ops = ops or "slice"
+        moves = [f"{s.kind}({','.join(s.axes)})" for s in self.plan.steps if s.kind != "slice"]
+        ops = " -> ".join(moves) or "slice"
         v, p = self.value, self.plan
         head = f"{self.dst}:{_local_type(p.dst, v)} = {ops} {self.src}"
         cost = f"   {format_bytes(p.wire_bytes)}" if p.wire_bytes else "   free"
