@@ -122,11 +122,14 @@ class Partitioner:
         if splits:  # the op runs on window-ready input: no padding, no base dilation there
             params = halo_ops.local_params(eqn.eqn, [s.dim for s in splits], compute.params)
             compute = dataclasses.replace(compute, params=params)
+        red = q.reduction_axes(fa)
+        partial = q.combine in ("max", "min") and red
+        if partial:  # its results hold partial maxima (minima) until the Combine below
+            compute = dataclasses.replace(compute, partial=(q.combine, tuple(red)))
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
-        red = q.reduction_axes(fa)
-        if q.combine in ("max", "min") and red:
+        if partial:
             for v, s in zip(eqn.outputs, results, strict=True):
                 self.combine(v, s, q.combine, red, eqn)
 

@@ -43,11 +43,15 @@ class Compute:
     masks: tuple = ()
     offsets: tuple = ()
     lookup: object = None
+    partial: tuple = ()  # ("max", axes): its results hold partial maxima until a Combine
+
+    def partial_text(self) -> str:
+        return f"{{{self.partial[0]} over {','.join(self.partial[1])}}}" if self.partial else ""
 
     def text(self) -> str:
         e = self.eqn
         outs = " ".join(
-            f"{n}:{_local_type(s, v)}"
+            f"{n}:{_local_type(s, v)}{self.partial_text()}"
             for n, s, v in zip(self.outs, self.shardings, e.outputs, strict=True)
         )
         ins = " ".join(a if isinstance(a, str) else repr(a) for a in self.ins)
@@ -55,7 +59,10 @@ class Compute:
             v.type_text(s) if isinstance(v, Value) else repr(v)
             for v, s in zip(e.inputs, self.operand_shardings, strict=True)
         )
-        res = ", ".join(v.type_text(s) for v, s in zip(e.outputs, self.shardings, strict=True))
+        res = ", ".join(
+            v.type_text(s) + self.partial_text()
+            for v, s in zip(e.outputs, self.shardings, strict=True)
+        )
         return _comment(f"{outs} = {e.primitive} {ins}", f"{ops} -> {res}")
 
 
@@ -110,7 +117,9 @@ class Combine:
     def text(self) -> str:
         head = f"{self.dst}:{_local_type(self.sharding, self.value)} = "
         head += f"all-reduce-{self.combine}({','.join(self.axes)}) {self.src}"
-        return _comment(head, format_bytes(self.collective.wire_bytes))
+        whole = self.value.type_text(self.sharding)
+        move = f"{whole}{{{self.combine} over {','.join(self.axes)}}} -> {whole}"
+        return _comment(head, f"{move}   {format_bytes(self.collective.wire_bytes)}")
 
 
 @dataclasses.dataclass(frozen=True)
