@@ -125,7 +125,7 @@ class Partitioner:
         red = q.reduction_axes(fa)
         partial = q.combine in ("max", "min") and red
         if partial:  # its results hold partial maxima (minima) until the Combine below
-            compute = dataclasses.replace(compute, partial=(q.combine, tuple(red)))
+            compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]

@@ -8,6 +8,7 @@ Four kinds of instruction, each a plain record that prints itself:
   Const     a closed-over constant, whole on every device
 """
 
+import collections
 import dataclasses
 import math
 
@@ -43,15 +44,12 @@ class Compute:
     masks: tuple = ()
     offsets: tuple = ()
     lookup: object = None
-    partial: tuple = ()  # ("max", axes): its results hold partial maxima until a Combine
-
-    def partial_text(self) -> str:
-        return f"{{{self.partial[0]} over {','.join(self.partial[1])}}}" if self.partial else ""
+    partial: str = ""  # "{max over x}": its results hold partial maxima until a Combine
 
     def text(self) -> str:
         e = self.eqn
         outs = " ".join(
-            f"{n}:{_local_type(s, v)}{self.partial_text()}"
+            f"{n}:{_local_type(s, v)}{self.partial}"
             for n, s, v in zip(self.outs, self.shardings, e.outputs, strict=True)
         )
         ins = " ".join(a if isinstance(a, str) else repr(a) for a in self.ins)
@@ -59,10 +57,7 @@ class Compute:
             v.type_text(s) if isinstance(v, Value) else repr(v)
             for v, s in zip(e.inputs, self.operand_shardings, strict=True)
         )
-        res = ", ".join(
-            v.type_text(s) + self.partial_text()
-            for v, s in zip(e.outputs, self.shardings, strict=True)
-        )
+        res = ", ".join(v.type_text(s) for v, s in zip(e.outputs, self.shardings, strict=True))
         return _comment(f"{outs} = {e.primitive} {ins}", f"{ops} -> {res}")
 
 
@@ -151,9 +146,8 @@ class Halo:
             shape[s.dim] = s.plan.stride * (s.plan.windows_per_shard - 1) + s.plan.window_span
         axes = ",".join(a for s in self.splits for a in s.split_axes)
         head = f"{self.dst}:{short_dtype(self.value.dtype)}[{','.join(map(str, shape))}]"
-        perms = self.permutes
-        sent = format_bytes(sum(p.bytes_per_sender for p in perms))
-        cost = f"{len(perms)} collective-permutes, {sent}"
+        sent = format_bytes(sum(p.bytes_per_sender for p in self.permutes))
+        cost = f"{len(self.permutes)} collective-permutes, {sent}"
         return _comment(f"{head} = halo-exchange({axes}) {self.src}", cost)
 
 
@@ -234,8 +228,7 @@ class RunLoop:
         )
         sliced = ", ".join(f"{p}={x}[t]" for p, x in zip(self.sliced, self.xs, strict=True))
         head = f"{', '.join(self.outs)} = {self.loop.primitive} × {self.loop.trips} trips"
-        if self.loop.counted:
-            head += f" ({self.loop.counted})"
+        head += f" ({self.loop.counted})" if self.loop.counted else ""
         lines = [f"{head} (carry {carried or '-'}; slice {sliced or '-'}) {{"]
         if self.pred is not None:
             lines.append(f"  while ({', '.join(self.cond_carried)}):")
@@ -326,9 +319,7 @@ class PerDeviceProgram:
         return "\n".join(lines)
 
     def summary(self) -> str:
-        kinds: dict[str, int] = {}
-        for c in self.collectives:
-            kinds[c.kind] = kinds.get(c.kind, 0) + 1
+        kinds = collections.Counter(c.kind for c in self.collectives)  # in first-seen order
         counts = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no collectives"
         return f"{counts}; {format_bytes(self.wire_bytes)} per device on the wire"
 
