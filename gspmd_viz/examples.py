@@ -109,7 +109,9 @@ TRANSFORMER_SPECS = {
     "wi": ("x", "y"),  # mh = [0, 1]
     "h": ("x", None, "y"),  # blh = [0, -1, 1]
     "wout": ("y", "x"),  # hm = [1, 0]
-    "out": ("x", None, None),
+    "attn_out": ("x", None, None),  # the residual stream after attention
+    "ffn_in": ("x", None, None),  # its layer norm, the feed-forward input
+    "out": ("x", None, None),  # the block's output
 }
 
 
@@ -128,8 +130,8 @@ def transformer_layer(ann, x, wq, wk, wv, wo, wi, wout):
     )  # [B/x, L, N/y, D]
     logits = jnp.einsum("blnd,bsnd->bnls", q, k) / np.sqrt(q.shape[-1])  # [B/x, N/y, L, L]
     attn = jnp.einsum("bnls,bsnd->blnd", jax.nn.softmax(logits, axis=-1), v)
-    x = x + ann(jnp.einsum("blnd,mnd->blm", attn, ann(wo, "wo")), "out")  # [B/x, L, M]
-    h = ann(jax.nn.gelu(ann(_layer_norm(x), "out") @ ann(wi, "wi")), "h")  # [B/x, L, H/y]
+    x = x + ann(jnp.einsum("blnd,mnd->blm", attn, ann(wo, "wo")), "attn_out")  # [B/x, L, M]
+    h = ann(jax.nn.gelu(ann(_layer_norm(x), "ffn_in") @ ann(wi, "wi")), "h")  # [B/x, L, H/y]
     return ann(x + h @ ann(wout, "wout"), "out")  # [B/x, L, M]
 
 
@@ -438,6 +440,8 @@ DIM_NAMES = {
         "wi": "MH",
         "h": "BLH",
         "wout": "HM",
+        "attn_out": "BLM",
+        "ffn_in": "BLM",
         "out": "BLM",
     },
     "moe": {

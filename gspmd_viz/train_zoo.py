@@ -25,6 +25,8 @@ WEIGHTS = ("wq", "wk", "wv", "wo", "wi", "wout")
 # pure data parallelism: only the activations' batch dim is split
 DP_SPECS = {name: None for name in TRANSFORMER_SPECS} | {
     "x": ("x", None, None),
+    "attn_out": ("x", None, None),
+    "ffn_in": ("x", None, None),
     "out": ("x", None, None),
 }
 # 2-D (data x model): weights split over the model axis y only, as Megatron-style 2-D sharding;

@@ -255,7 +255,14 @@ def _constrain_uneven(tree, pins, pad: bool):
 
 
 def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> str:
-    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings, on `mesh`'s devices.
+    """XLA's partitioned HLO of `jax.jit(f)` with the given shardings, on `mesh`'s devices."""
+    return compiled(
+        f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings
+    ).as_text()
+
+
+def compiled(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
+    """XLA's compiled executable of `jax.jit(f)` with the given shardings, on `mesh`'s devices.
 
     jax.jit needs boundary shardings that split their arrays evenly; XLA pads only inside a
     program. So an uneven input pin arrives replicated and is constrained first (a free local
@@ -280,7 +287,7 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
     def pinned(*a):
         return _constrain_uneven(f(*_constrain_uneven(a, ins, pad=False)), outs, pad=True)
 
-    return jax.jit(pinned, **kwargs).lower(*args).compile().as_text()
+    return jax.jit(pinned, **kwargs).lower(*args).compile()
 
 
 def collectives(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> list[Collective]:

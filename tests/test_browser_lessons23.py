@@ -1,4 +1,5 @@
-"""Lessons 02 (propagation animator) and 03 (collective ledger) driven in JupyterLab + Chromium.
+"""Lessons 02 (propagation animator), 03 and 03b (collective ledgers) driven in JupyterLab +
+Chromium.
 
 Same harness as tests/test_browser.py (its private JupyterLab, Chromium flags and Timer): open
 the lesson, run it fresh, then work the widget: play the
@@ -6,6 +7,8 @@ animator and check at several steps that the highlighted equation is inside the 
 window, change each control, feed bad values and check the inline message and the greyed
 figure; at the end no error output and an empty log console. Screenshots go to test-output/.
 """
+
+import functools
 
 import pytest
 from test_browser import (  # noqa: F401 (lab is a fixture)
@@ -84,7 +87,8 @@ def drive_02(page, shot) -> str:
     return timer.report("lesson 02 animator")
 
 
-def drive_03(page, shot) -> str:
+def drive_ledger(page, shot, tag: str) -> str:
+    """Lesson `tag`'s collective ledger: every chip, bad device numbers, a good one."""
     from playwright.sync_api import expect
 
     w = page.locator(".gv-ledger").first
@@ -99,18 +103,22 @@ def drive_03(page, shot) -> str:
         device.fill(bad)
         device.press("Enter")
         _assert_stale(w, words)
-    shot("03-error-greyed")
+    shot(f"{tag}-error-greyed")
     timer.redraw(lambda: (device.fill("3"), device.press("Enter")), "device 3 (")
     expect(w.locator(".gv-stale")).to_have_count(0)
     chip.select_option("tpu-v4")
     expect(w).to_contain_text("tpu-v4: compute", timeout=30_000)
     w.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(300)
-    shot("lesson03")
-    return timer.report("lesson 03 ledger")
+    shot(f"lesson{tag}")
+    return timer.report(f"lesson {tag} ledger")
 
 
-DRIVERS = {"02_propagation": drive_02, "03_partitioning": drive_03}
+DRIVERS = {
+    "02_propagation": drive_02,
+    "03_partitioning": functools.partial(drive_ledger, tag="03"),  # the MLP's ledger
+    "03b_partitioning_models": functools.partial(drive_ledger, tag="03b"),  # a training step's
+}
 
 
 @pytest.mark.parametrize("lesson", sorted(DRIVERS))

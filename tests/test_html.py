@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 OUT = ROOT / "test-output"
-LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 FIGURE_TYPES = ("image/png", "image/svg+xml")
 
 

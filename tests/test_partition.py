@@ -222,3 +222,19 @@ def test_a_reduction_split_over_a_size_one_axis_leaves_nothing_to_combine():
     spmd = gv.partition(gv.propagate(gv.trace(f, x)))
     assert spmd.collectives == [] and "{sum over" not in spmd.per_device_text()
     assert_unpartitioned(spmd, x)
+
+
+def test_partial_maxima_are_marked_until_combined():
+    mesh = gv.Mesh({"x": 2, "y": 4})
+
+    def f(x):
+        return gv.mesh_split(x, mesh, ("x", None)).max(axis=0)
+
+    x = jnp.arange(32.0).reshape(8, 4)
+    spmd = gv.partition(gv.propagate(gv.trace(f, x)))
+    lines = spmd.per_device_text().splitlines()
+    local = next(ln for ln in lines if "= reduce_max" in ln)
+    combine = next(ln for ln in lines if "all-reduce-max(x)" in ln)
+    assert local.startswith("  ") and "{max over x} = reduce_max" in local  # its local type
+    assert "f32[4]{max over x} -> f32[4]" in combine
+    np.testing.assert_array_equal(spmd(x), x.max(axis=0))

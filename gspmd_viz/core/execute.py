@@ -212,12 +212,11 @@ def _runner(spmd):
     return run, outs
 
 
-def run_spmd(spmd, *args):
-    """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
+def _checked_runner(spmd, args):
+    """The runner (built on first use) and `args` flattened, each checked against its input."""
     if spmd._runner is None:
         require_devices(spmd.mesh.size, f"running on {spmd.mesh!r}")
         spmd._runner = _runner(spmd)
-    run, outs = spmd._runner
     flat = spmd.program.flatten_args(*args)
     for v, x in zip(spmd.program.inputs, flat, strict=True):
         if tuple(np.shape(x)) != v.shape:
@@ -225,6 +224,12 @@ def run_spmd(spmd, *args):
                 f"argument {v.name} has shape {tuple(np.shape(x))}, but the program was traced "
                 f"and partitioned for {v.type_text()}: partition again for new shapes"
             )
+    return spmd._runner, flat
+
+
+def run_spmd(spmd, *args):
+    """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
+    (run, outs), flat = _checked_runner(spmd, args)
     results = iter(run(*flat))
     values = [next(results) if isinstance(o, str) else jnp.asarray(o.value) for o in spmd.outputs]
     return jax.tree.unflatten(spmd.program.out_tree, values)
@@ -239,3 +244,9 @@ class SPMDProgram(PerDeviceProgram):
 
     def __call__(self, *args):
         return run_spmd(self, *args)
+
+    def compiled(self, *args):
+        """The compiled jax executable that runs this program on `args` (for its
+        `cost_analysis()` and `memory_analysis()`)."""
+        (run, _), flat = _checked_runner(self, args)
+        return run.lower(*flat).compile()

@@ -124,11 +124,14 @@ class Partitioner:
             params = halo_ops.local_params(eqn.eqn, splits[0], compute.params)
             local_op = halo_ops.local_op(eqn.eqn)
             compute = dataclasses.replace(compute, params=params, local_op=local_op)
+        red = q.reduction_axes(fa)
+        partial = q.combine in ("max", "min") and red
+        if partial:  # its results hold partial maxima (minima) until the Combine below
+            compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
-        red = q.reduction_axes(fa)
-        if q.combine in ("max", "min") and red:
+        if partial:
             for v, s in zip(eqn.outputs, results, strict=True):
                 self.combine(v, s, q.combine, red, eqn)
 

@@ -8,6 +8,7 @@ Four kinds of instruction, each a plain record that prints itself:
   Const     a closed-over constant, whole on every device
 """
 
+import collections
 import dataclasses
 import math
 
@@ -44,11 +45,12 @@ class Compute:
     offsets: tuple = ()
     lookup: object = None
     local_op: object = None  # runs instead of the primitive (halo_ops.local_op)
+    partial: str = ""  # "{max over x}": its results hold partial maxima until a Combine
 
     def text(self) -> str:
         e = self.eqn
         outs = " ".join(
-            f"{n}:{_local_type(s, v)}"
+            f"{n}:{_local_type(s, v)}{self.partial}"
             for n, s, v in zip(self.outs, self.shardings, e.outputs, strict=True)
         )
         ins = " ".join(a if isinstance(a, str) else repr(a) for a in self.ins)
@@ -109,7 +111,9 @@ class Combine:
     def text(self) -> str:
         head = f"{self.dst}:{_local_type(self.sharding, self.value)} = "
         head += f"all-reduce-{self.combine}({','.join(self.axes)}) {self.src}"
-        return _comment(head, format_bytes(self.collective.wire_bytes))
+        whole = self.value.type_text(self.sharding)
+        move = f"{whole}{{{self.combine} over {','.join(self.axes)}}} -> {whole}"
+        return _comment(head, f"{move}   {format_bytes(self.collective.wire_bytes)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,9 +145,8 @@ class Halo:
             shape[s.dim] = s.plan.stride * (s.plan.windows_per_shard - 1) + s.plan.window_span
         axes = ",".join(a for s in self.splits for a in s.split_axes)
         head = f"{self.dst}:{short_dtype(self.value.dtype)}[{','.join(map(str, shape))}]"
-        perms = self.permutes
-        sent = format_bytes(sum(p.bytes_per_sender for p in perms))
-        cost = f"{len(perms)} collective-permutes, {sent}"
+        sent = format_bytes(sum(p.bytes_per_sender for p in self.permutes))
+        cost = f"{len(self.permutes)} collective-permutes, {sent}"
         return _comment(f"{head} = halo-exchange({axes}) {self.src}", cost)
 
 
@@ -224,8 +227,7 @@ class RunLoop:
         )
         sliced = ", ".join(f"{p}={x}[t]" for p, x in zip(self.sliced, self.xs, strict=True))
         head = f"{', '.join(self.outs)} = {self.loop.primitive} × {self.loop.trips} trips"
-        if self.loop.counted:
-            head += f" ({self.loop.counted})"
+        head += f" ({self.loop.counted})" if self.loop.counted else ""
         lines = [f"{head} (carry {carried or '-'}; slice {sliced or '-'}) {{"]
         if self.pred is not None:
             lines.append(f"  while ({', '.join(self.cond_carried)}):")
@@ -316,9 +318,7 @@ class PerDeviceProgram:
         return "\n".join(lines)
 
     def summary(self) -> str:
-        kinds: dict[str, int] = {}
-        for c in self.collectives:
-            kinds[c.kind] = kinds.get(c.kind, 0) + 1
+        kinds = collections.Counter(c.kind for c in self.collectives)  # in first-seen order
         counts = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no collectives"
         return f"{counts}; {format_bytes(self.wire_bytes)} per device on the wire"
 

@@ -1,10 +1,11 @@
 """`make html`: every lesson as one self-contained HTML page that reads with the network off.
 
-`python -m gspmd_viz.viz.export notebooks build/html` writes `NN_topic.html` per lesson (and
-deletes pages of lessons that no longer exist). Plotly figures become live plots with plotly.js
-inlined once per page; widget views are dropped in favour of the static picture their cell
-stores (`gspmd_viz.viz.static.show`): embedding widget state would need the widget manager from
-a CDN, so the page would not be self-contained. No MathJax, no require.js, nothing remote.
+`python -m gspmd_viz.viz.export notebooks build/html` writes `NN_topic.html` per lesson
+(`NNb_topic.html` for the second half of a lesson split in two) and deletes pages of lessons that
+no longer exist. Plotly figures become live plots with plotly.js inlined once per page; widget
+views are dropped in favour of the static picture their cell stores (`gspmd_viz.viz.static.show`):
+embedding widget state would need the widget manager from a CDN, so the page would not be
+self-contained. No MathJax, no require.js, nothing remote.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def exporter() -> HTMLExporter:
 def export(notebooks: Path, out: Path) -> list[Path]:
     """One page per lesson in `notebooks`, named after it; pages of removed lessons go."""
     out.mkdir(parents=True, exist_ok=True)
-    lessons = sorted(notebooks.glob("[0-9][0-9]_*.ipynb"))
+    lessons = sorted(notebooks.glob("[0-9][0-9]*_*.ipynb"))
     if not lessons:
         raise FileNotFoundError(f"no lessons (NN_topic.ipynb) in {notebooks}")
     for stale in out.glob("*.html"):
