@@ -68,7 +68,10 @@ def check_against_unpartitioned(fn, args, mesh_axes, axes):
     mesh = gv.Mesh(mesh_axes)
     prog = spatial_program(fn, *args, mesh=mesh, axes=axes, filler=np.nan)
     expected = fn(*args)
-    np.testing.assert_allclose(prog(), expected, rtol=1e-5, atol=1e-5)
+    # f32 sums in another order: errors scale with the output's magnitude (a deep net's
+    # outputs reach ~200, where cancellation leaves small entries off by ~1e-4)
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(prog(), expected, rtol=1e-5, atol=1e-6 * scale)
     issued = ppermutes_in(jax.make_jaxpr(prog.program)(*prog.inputs).jaxpr)
     recorded = [(p.shape, p.transfer.pairs) for p in prog.permutes]
     assert issued == recorded

@@ -5,8 +5,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import meshes, specs
 
 import gspmd_viz as gv
+from gspmd_viz import xla_collectives
 from gspmd_viz.core.devices import DeviceCountError
 
 X2 = gv.Mesh({"x": 2})
@@ -257,3 +261,85 @@ def test_padding_of_an_uneven_split_is_masked_with_the_identity_for_every_dtype(
 
     x = jnp.asarray(-(np.arange(35).reshape(7, 5) % 9) - 2, dtype)  # max < 0, min > 1
     assert_unpartitioned(f, x)
+
+
+# --- 12. scatters and grouped convolutions keep their passing dims split ----------------------
+
+
+def test_segment_sum_keeps_the_feature_dim_split_and_writes_each_segment_once():
+    x, seg = normal(16, 32), jnp.asarray(RNG.integers(-2, 10, 16), jnp.int32)  # out of range too
+
+    def f(x, s):
+        return jax.ops.segment_sum(gv.mesh_split(x, X8, (None, "x")), s, num_segments=8)
+
+    spmd = assert_unpartitioned(f, x, seg)
+    assert spmd.wire_bytes == 0  # each device sums its own feature columns
+
+
+@pytest.mark.parametrize("mode", ["drop", "clip", "promise_in_bounds"])
+def test_embedding_gradient_scatter_adds_into_a_table_split_on_its_features(mode):
+    table, x = normal(64, 32), normal(16, 32)
+    ids = jnp.asarray(RNG.integers(-8, 72, 16), jnp.int32)
+
+    def f(t, x, i):
+        t = gv.mesh_split(t, X8, (None, "x"))
+        return t.at[i].add(x, mode=mode)
+
+    assert assert_unpartitioned(f, table, x, ids).wire_bytes == 0
+
+
+def test_a_vmapped_scatter_passes_its_batch_dim():
+    table, x, ids = normal(4, 10, 6), normal(4, 5, 6), jnp.asarray(RNG.integers(0, 10, (4, 5)))
+
+    def one(t, x, i):
+        return t.at[i].add(x)
+
+    def f(t, x, i):
+        return jax.vmap(one)(gv.mesh_split(t, X2, ("x", None, None)), x, i)
+
+    spmd = assert_unpartitioned(f, table, x, ids)
+    assert all(c.kind != "all-gather" or c.wire_bytes < 4 * 10 * 6 * 4 for c in spmd.collectives)
+
+
+@pytest.mark.parametrize("groups, per_group, multiplier", [(8, 1, 1), (8, 1, 2), (4, 2, 3)])
+def test_a_grouped_conv_split_on_its_groups_runs_each_group_where_it_lies(
+    groups, per_group, multiplier
+):
+    image = normal(2, groups * per_group, 6, 5)
+    kernel = normal(groups * multiplier, per_group, 3, 3)
+
+    def f(a, w):
+        a = gv.mesh_split(a, gv.Mesh({"x": 4}), (None, "x", None, None))
+        return jax.lax.conv_general_dilated(a, w, (1, 1), "SAME", feature_group_count=groups)
+
+    spmd = assert_unpartitioned(f, image, kernel)
+    assert spmd.wire_bytes == 0  # XLA moves nothing either: a group never needs another's data
+
+
+def test_a_grouped_conv_whose_groups_do_not_split_evenly_stays_exact():
+    for n in (3, 8):  # 6 groups of 2 features over 3 and 8 devices
+        image, kernel = normal(2, 12, 6, 5), normal(6, 2, 3, 3)
+
+        def f(a, w, n=n):
+            y = jax.lax.conv_general_dilated(a, w, (1, 1), "SAME", feature_group_count=6)
+            return gv.mesh_split(y, gv.Mesh({"x": n}), (None, "x", None, None))
+
+        assert_unpartitioned(f, image, kernel)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_random_segment_sums_are_exact_and_move_no_more_than_xla(data):
+    mesh = data.draw(meshes())
+    rows, cols = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))
+    segments = data.draw(st.integers(1, 6))
+    ids = data.draw(st.lists(st.integers(-2, segments + 2), min_size=rows, max_size=rows))
+    spec = data.draw(specs(mesh, 2))
+    x, seg = normal(rows, cols), jnp.asarray(ids, jnp.int32)
+
+    def f(x, s):
+        return jax.ops.segment_sum(gv.mesh_split(x, mesh, spec), s, num_segments=segments)
+
+    ours = assert_unpartitioned(f, x, seg).wire_bytes
+    xla = sum(c.wire_bytes for c in xla_collectives.collectives(f, x, seg, mesh=mesh))
+    assert ours <= xla + 64, (ours, xla)

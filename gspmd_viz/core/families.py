@@ -244,6 +244,34 @@ def gather(eqn) -> FactorRule:
     return b.rule([operand, indices], [result])
 
 
+def scatter(eqn) -> FactorRule:
+    """`.at[idx].add(u)`, segment_sum: whole update windows pass to the operand's window dims
+    and batching dims pass everywhere; scattered dims and the updates' scatter dims stay whole
+    (a split one would write or add the operand's values once per device).
+    # XLA: SpmdPartitioningVisitor::HandleScatter (its index-parallel cases are not modelled)"""
+    b = Builder()
+    (src, idx, upd), (out,) = _shapes(eqn)
+    dn = eqn.params["dimension_numbers"]
+    operand, indices, updates = [None] * len(src), [None] * len(idx), [None] * len(upd)
+    scatter_dims = [d for d in range(len(upd)) if d not in dn.update_window_dims]
+    batching = dict(zip(dn.scatter_indices_batching_dims, dn.operand_batching_dims, strict=True))
+    for i, u in enumerate(scatter_dims):  # indices dim i (the index vector dim is last)
+        kind = "pass" if i in batching else "need_replication"
+        updates[u] = indices[i] = b.new(upd[u], kind)
+        if i in batching:
+            operand[batching[i]] = indices[i]
+    skip = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
+    kept = [d for d in range(len(src)) if d not in skip]
+    for u, d in zip(dn.update_window_dims, kept, strict=True):
+        if upd[u] == src[d] and d not in dn.scatter_dims_to_operand_dims:
+            operand[d] = updates[u] = b.new(src[d])
+    operand, indices, updates = (
+        [b.new(n, "need_replication") if f is None else f for f, n in zip(fs, s, strict=True)]
+        for fs, s in ((operand, src), (indices, idx), (updates, upd))
+    )
+    return b.rule([operand, indices, updates], [operand])
+
+
 def _moves_data(window: int, stride: int, padding, base_dilation: int) -> bool:
     """Does output position i read anything but input position i? (Judged by the window
     itself: a 1-wide window with padding (1, -1) keeps the size but shifts every row.)"""
@@ -264,11 +292,15 @@ def conv(eqn) -> FactorRule:
     dn = eqn.params["dimension_numbers"]
     ls, rs, os_ = dn.lhs_spec, dn.rhs_spec, dn.out_spec
     L, R, O = [None] * len(lhs), [None] * len(rhs), [None] * len(out)
-    if eqn.params["feature_group_count"] == 1 and eqn.params["batch_group_count"] == 1:
-        L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
-        L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
-        R[rs[0]] = O[os_[1]] = b.new(rhs[rs[0]])
     p = eqn.params
+    if p["batch_group_count"] == 1:  # features are G groups, each its own conv, group-major
+        groups = p["feature_group_count"]
+        L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
+        g = b.new(groups)  # split groups: each device convolves the groups it holds
+        per_group = b.new(lhs[ls[1]] // groups, "reduction" if groups == 1 else "need_replication")
+        out_per_group = b.new(rhs[rs[0]] // groups)
+        L[ls[1]], R[rs[1]] = g + per_group, per_group
+        R[rs[0]] = O[os_[1]] = g + out_per_group
     windows = zip(
         ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
     )

@@ -103,6 +103,8 @@ def local_params(eqn, operand_locals, result_locals) -> dict:
             loc if (p == g and loc != g) else p
             for p, g, loc in zip(params[key], glob, operand_locals[0], strict=True)
         )
+    if entry.local_groups:
+        params.update(entry.local_groups(eqn, operand_locals))
     return params
 
 

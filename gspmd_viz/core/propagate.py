@@ -193,6 +193,8 @@ class Propagator:
             axes = []
             for f in fs:
                 got, src = fa.get(f, ((), ()))
+                if len(fs) > 1 and rule.factors[f].size % self._shards(got):
+                    break  # a compound dim splits evenly or not at all (as split.sanitize)
                 axes += got
                 if got and axes[: len(cur[d])] == list(cur[d]) and len(axes) > len(cur[d]):
                     factors.append(rule.factors[f].name)

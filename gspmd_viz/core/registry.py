@@ -15,6 +15,8 @@ An Entry holds
                   "fill" (the slice is the fill value), applied to global indices
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
+  local_groups    (eqn, operand local shapes) -> group-count params for a device holding
+                  some of the groups (a grouped conv split on its feature groups)
   halo            windowed dims may be split with a halo exchange (halo_ops.window_of reads
                   the windows): collective-permutes of the neighbours' edges, no gather; a
                   shift (pad, slice, dynamic_slice at a constant start) is a 1-wide window
@@ -46,6 +48,7 @@ class Entry:
     lookup_mode: Callable[..., str] | None = None
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     halo: bool = False
+    local_groups: Callable[..., dict] | None = None
     identity: bool = False
     known: bool = True
     edge: bool = False
@@ -106,6 +109,13 @@ def _conv_halo_free(eqn) -> dict[int, int]:
     return _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
 
 
+def _conv_local_groups(eqn, operand_locals) -> dict:
+    """A device holding c of the C input features holds c / (C / G) of the G groups."""
+    dim, groups = eqn.params["dimension_numbers"].lhs_spec[1], eqn.params["feature_group_count"]
+    per_group = eqn.inputs[0].shape[dim] // groups
+    return {"feature_group_count": operand_locals[0][dim] // per_group}
+
+
 def _gather_indexed(eqn) -> tuple[int, ...]:
     """Indexed dims read one element each (a wider slice could straddle two shards); none
     when the mode is not one lower.py knows how to apply globally."""
@@ -158,12 +168,14 @@ register(
     lookup_dims=_gather_indexed,
     lookup_mode=_gather_mode,
 )
+register("scatter scatter-add scatter-mul scatter-min scatter-max", families.scatter)
 register(
     "conv_general_dilated",
     families.conv,
     combine="sum",
     halo_free_dims=_conv_halo_free,
     halo=True,
+    local_groups=_conv_local_groups,
 )
 register(
     "reduce_window_sum reduce_window_max reduce_window_min",

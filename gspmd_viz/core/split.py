@@ -142,7 +142,10 @@ class EquationSplit:
                 taken = []
                 while (
                     axes
-                    and self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
+                    and (  # a dim of one factor may split unevenly (padded shards)
+                        len(fs) == 1
+                        or self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
+                    )
                 ):
                     taken.append(axes.pop(0))
                 fa.setdefault(f, tuple(taken))
