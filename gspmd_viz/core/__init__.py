@@ -8,7 +8,7 @@ Read the modules top to bottom in this order; each imports only modules above it
   program      values builder program
                                      gv.trace: a jaxpr flattened into Values and Equations
                                      (the records, the jaxpr walk, the Program)
-  registry     factors families registry
+  registry     factors families families_indexed registry
                                      factor rules, the families that build them, and one
                                      entry per primitive (everything the passes know about it)
   propagate    propagation propagate the plain record, and the algorithm that fills it
@@ -28,7 +28,8 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      shard_map; weight-update sharding by annotations alone
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
-Module order: devices mesh hlo sharding annotate values builder program factors families registry
-propagation propagate collective halo halo_exchange halo_ops halo_program moves reshard spmd
-lower kernels combine execute split regions partition pipeline training
+Module order: devices mesh hlo sharding annotate values builder program factors families
+families_indexed registry propagation propagate collective halo halo_exchange halo_ops
+halo_program moves reshard spmd lower kernels combine execute split regions partition pipeline
+training
 """

@@ -13,14 +13,14 @@ from gspmd_viz.core.factors import Builder, FactorRule
 from gspmd_viz.core.values import Literal
 
 
-def _shapes(eqn):
+def shapes(eqn):
     return [v.shape for v in eqn.inputs], [v.shape for v in eqn.outputs]
 
 
 def conservative(eqn) -> FactorRule:
     """Unknown primitive: every dim its own need_replication factor, so nothing flows."""
     b = Builder()
-    ins, outs = _shapes(eqn)
+    ins, outs = shapes(eqn)
     return b.rule(
         [[b.new(n, "need_replication") for n in s] for s in ins],
         [[b.new(n, "need_replication") for n in s] for s in outs],
@@ -31,7 +31,7 @@ def elementwise(eqn) -> FactorRule:
     """`i j, i j -> i j`; scalars and size-1 (implicitly broadcast) dims carry none. Captured
     array constants carry factors too: the partitioner slices them like any operand."""
     b = Builder()
-    ins, outs = _shapes(eqn)
+    ins, outs = shapes(eqn)
     dims = [b.new(n) for n in outs[0]]
 
     def tensor(s):
@@ -45,19 +45,19 @@ def elementwise(eqn) -> FactorRule:
 def broadcast_in_dim(eqn) -> FactorRule:
     """Operand dim i is result dim broadcast_dimensions[i]; new dims exist in the result only."""
     b = Builder()
-    (src, *_), (out,) = _shapes(eqn)
+    (src, *_), (out,) = shapes(eqn)
     result = [b.new(n) for n in out]
     operand = [
         result[r] if src[i] == out[r] else ()
         for i, r in enumerate(eqn.params["broadcast_dimensions"])
     ]
-    extra = [[()] * len(s) for s in _shapes(eqn)[0][1:]]  # dynamic shape operands, if any
+    extra = [[()] * len(s) for s in shapes(eqn)[0][1:]]  # dynamic shape operands, if any
     return b.rule([operand, *extra], [result])
 
 
 def transpose(eqn) -> FactorRule:
     b = Builder()
-    (src,), _ = _shapes(eqn)
+    (src,), _ = shapes(eqn)
     operand = [b.new(n) for n in src]
     return b.rule([operand], [[operand[p] for p in eqn.params["permutation"]]])
 
@@ -65,7 +65,7 @@ def transpose(eqn) -> FactorRule:
 def reshape(eqn) -> FactorRule:
     """Split and merged dims share compound factors: `[(i j), k] -> [i, j, k]`."""
     b = Builder()
-    (src, *dyn), (out,) = _shapes(eqn)
+    (src, *dyn), (out,) = shapes(eqn)
     operand, result = [[] for _ in src], [[] for _ in out]
     ins = [(d, n) for d, n in enumerate(src) if n > 1]
     outs = [(d, n) for d, n in enumerate(out) if n > 1]
@@ -96,7 +96,7 @@ def reshape(eqn) -> FactorRule:
 
 def squeeze(eqn) -> FactorRule:
     b = Builder()
-    (src,), _ = _shapes(eqn)
+    (src,), _ = shapes(eqn)
     operand = [b.new(n) for n in src]
     dropped = {d % len(src) for d in eqn.params["dimensions"]}
     return b.rule([operand], [[f for d, f in enumerate(operand) if d not in dropped]])
@@ -105,7 +105,7 @@ def squeeze(eqn) -> FactorRule:
 def dot_general(eqn) -> FactorRule:
     """`b i k, b k j -> b i j`: batch and free dims pass, contracting dims are reductions."""
     b = Builder()
-    (lhs, rhs), _ = _shapes(eqn)
+    (lhs, rhs), _ = shapes(eqn)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lf, rf = [[None] * len(lhs), [None] * len(rhs)]
     for dl, dr in zip(lb, rb, strict=True):
@@ -124,7 +124,7 @@ def dot_general(eqn) -> FactorRule:
 def _axes_rule(eqn, axes, kind: str, keep: bool) -> FactorRule:
     """Dims in `axes` get `kind`; keep=True: results keep them (cumsum, sort), else drop them."""
     b = Builder()
-    ins, outs = _shapes(eqn)
+    ins, outs = shapes(eqn)
     axes = {a % len(ins[0]) for a in axes}
     operand = [b.new(n, kind if d in axes else "pass") for d, n in enumerate(ins[0])]
     result = operand if keep else [f for d, f in enumerate(operand) if d not in axes]
@@ -146,7 +146,7 @@ def sort(eqn) -> FactorRule:
 def top_k(eqn) -> FactorRule:
     """`[.., n] -> [.., k], [.., k]`: the last dim must be whole."""
     b = Builder()
-    (src,), (out, _) = _shapes(eqn)
+    (src,), (out, _) = shapes(eqn)
     lead = [b.new(n) for n in src[:-1]]
     operand = lead + [b.new(src[-1], "need_replication")]
     result = lead + [b.new(out[-1], "need_replication")]
@@ -158,7 +158,7 @@ def _shifted_dims(eqn, shifted) -> FactorRule:
     input j·stride − low: a 1-wide window) shares one windowed factor, moved by halo exchange.
     Other dims whose size changes get a need_replication factor each."""
     b = Builder()
-    ins, (out, *_) = _shapes(eqn)
+    ins, (out, *_) = shapes(eqn)
     operand, result = [], []
     for d, (n, m) in enumerate(zip(ins[0], out, strict=True)):
         if shifted(d, n, m):
@@ -192,7 +192,7 @@ def dynamic_update_slice(eqn) -> FactorRule:
     """operand and result share every dim; the update shares the dims it covers whole. A dim
     the update covers in part is written at a global offset: it stays whole everywhere."""
     b = Builder()
-    (src, upd, *idx), _ = _shapes(eqn)
+    (src, upd, *idx), _ = shapes(eqn)
     operand = [
         b.new(n, "pass" if u == n else "need_replication") for n, u in zip(src, upd, strict=True)
     ]
@@ -207,7 +207,7 @@ def concatenate(eqn) -> FactorRule:
     """Non-concatenated dims pass; the concatenated dim is one windowed factor of every operand
     and the result: each operand is shifted to its offset (halo exchange, halo_ops)."""
     b = Builder()
-    ins, (out,) = _shapes(eqn)
+    ins, (out,) = shapes(eqn)
     cat = eqn.params["dimension"]
     result = [b.new(n, "windowed" if d == cat else "pass") for d, n in enumerate(out)]
     return b.rule([list(result) for _ in ins], [result])
@@ -215,61 +215,7 @@ def concatenate(eqn) -> FactorRule:
 
 def iota(eqn) -> FactorRule:
     b = Builder()
-    return b.rule(
-        [[()] * len(s) for s in _shapes(eqn)[0]], [[b.new(n) for n in _shapes(eqn)[1][0]]]
-    )
-
-
-def gather(eqn) -> FactorRule:
-    """Embedding lookups and take_along_axis: index batch dims pass to the result; whole
-    slices of the operand pass to the offset dims; indexed operand dims must be whole."""
-    b = Builder()
-    (src, idx), (out,) = _shapes(eqn)
-    dn, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
-    operand, indices, result = [None] * len(src), [()] * len(idx), [None] * len(out)
-    batch_out = [d for d in range(len(out)) if d not in dn.offset_dims]
-    for o, d in zip(batch_out, range(len(idx) - 1), strict=True):  # index_vector_dim is last
-        result[o] = indices[d] = b.new(out[o])
-    for od, idd in zip(dn.operand_batching_dims, dn.start_indices_batching_dims, strict=True):
-        operand[od] = indices[idd]
-    skip = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
-    kept = [d for d in range(len(src)) if d not in skip]
-    for o, d in zip(dn.offset_dims, kept, strict=True):
-        whole = sizes[d] == src[d]
-        operand[d] = b.new(src[d], "pass" if whole else "need_replication")
-        result[o] = operand[d] if whole else b.new(out[o], "need_replication")
-    operand = [
-        b.new(n, "need_replication") if f is None else f for f, n in zip(operand, src, strict=True)
-    ]
-    return b.rule([operand, indices], [result])
-
-
-def scatter(eqn) -> FactorRule:
-    """`.at[idx].add(u)`, segment_sum: whole update windows pass to the operand's window dims
-    and batching dims pass everywhere; scattered dims and the updates' scatter dims stay whole
-    (a split one would write or add the operand's values once per device).
-    # XLA: SpmdPartitioningVisitor::HandleScatter (its index-parallel cases are not modelled)"""
-    b = Builder()
-    (src, idx, upd), (out,) = _shapes(eqn)
-    dn = eqn.params["dimension_numbers"]
-    operand, indices, updates = [None] * len(src), [None] * len(idx), [None] * len(upd)
-    scatter_dims = [d for d in range(len(upd)) if d not in dn.update_window_dims]
-    batching = dict(zip(dn.scatter_indices_batching_dims, dn.operand_batching_dims, strict=True))
-    for i, u in enumerate(scatter_dims):  # indices dim i (the index vector dim is last)
-        kind = "pass" if i in batching else "need_replication"
-        updates[u] = indices[i] = b.new(upd[u], kind)
-        if i in batching:
-            operand[batching[i]] = indices[i]
-    skip = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
-    kept = [d for d in range(len(src)) if d not in skip]
-    for u, d in zip(dn.update_window_dims, kept, strict=True):
-        if upd[u] == src[d] and d not in dn.scatter_dims_to_operand_dims:
-            operand[d] = updates[u] = b.new(src[d])
-    operand, indices, updates = (
-        [b.new(n, "need_replication") if f is None else f for f, n in zip(fs, s, strict=True)]
-        for fs, s in ((operand, src), (indices, idx), (updates, upd))
-    )
-    return b.rule([operand, indices, updates], [operand])
+    return b.rule([[()] * len(s) for s in shapes(eqn)[0]], [[b.new(n) for n in shapes(eqn)[1][0]]])
 
 
 def _moves_data(window: int, stride: int, padding, base_dilation: int) -> bool:
@@ -288,7 +234,7 @@ def _window_dims(b: Builder, n: int, m: int, windowed: bool):
 def conv(eqn) -> FactorRule:
     """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed."""
     b = Builder()
-    (lhs, rhs), (out,) = _shapes(eqn)
+    (lhs, rhs), (out,) = shapes(eqn)
     dn = eqn.params["dimension_numbers"]
     ls, rs, os_ = dn.lhs_spec, dn.rhs_spec, dn.out_spec
     L, R, O = [None] * len(lhs), [None] * len(rhs), [None] * len(out)
@@ -319,7 +265,7 @@ def conv(eqn) -> FactorRule:
 
 def reduce_window(eqn) -> FactorRule:
     b = Builder()
-    ((src,), (out,)), p = _shapes(eqn), eqn.params
+    ((src,), (out,)), p = shapes(eqn), eqn.params
     keys = ("window_dimensions", "window_strides", "padding", "base_dilation")
     windows = zip(src, out, *(p[k] for k in keys), strict=True)
     dims = [_window_dims(b, n, m, _moves_data(w, s, pad, dil)) for n, m, w, s, pad, dil in windows]
@@ -330,7 +276,7 @@ def loop_slice(eqn) -> FactorRule:
     """A scan's stacked operand [T, ...] and its per-iteration slice [...]: the scanned dim
     has no factor (it is never split), the others pass.  # XLA: HandleWhile + dynamic-slice"""
     b = Builder()
-    (src,), _ = _shapes(eqn)
+    (src,), _ = shapes(eqn)
     dims = [b.new(n) for n in src[1:]]
     return b.rule([[(), *dims]], [dims])
 
@@ -338,6 +284,6 @@ def loop_slice(eqn) -> FactorRule:
 def loop_stack(eqn) -> FactorRule:
     """A per-iteration result [...] and the stacked result [T, ...] (scanned dim unsplit)."""
     b = Builder()
-    (src,), _ = _shapes(eqn)
+    (src,), _ = shapes(eqn)
     dims = [b.new(n) for n in src]
     return b.rule([dims], [[(), *dims]])

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gspmd_viz.core import families
+from gspmd_viz.core import families, families_indexed
 from gspmd_viz.core.factors import FactorRule
 
 
@@ -163,12 +163,12 @@ register("concatenate", families.concatenate, halo=True)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
 register(
     "gather",
-    families.gather,
+    families_indexed.gather,
     operand_sizes="slice_sizes",
     lookup_dims=_gather_indexed,
     lookup_mode=_gather_mode,
 )
-register("scatter scatter-add scatter-mul scatter-min scatter-max", families.scatter)
+register("scatter scatter-add scatter-mul scatter-min scatter-max", families_indexed.scatter)
 register(
     "conv_general_dilated",
     families.conv,
