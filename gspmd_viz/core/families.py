@@ -173,14 +173,15 @@ def _shifted_dims(eqn, shifted) -> FactorRule:
     return b.rule([operand, *rest], [result])
 
 
-def slice_like(eqn) -> FactorRule:
-    """slice: a sliced dim is a shift (start, stride); dynamic_slice: only at a constant start
-    (a data-dependent start keeps the dim whole)."""
-    starts = eqn.inputs[1:] if eqn.primitive == "dynamic_slice" else None
-    return _shifted_dims(
-        eqn,
-        lambda d, n, m: n != m and (starts is None or isinstance(starts[d], Literal)),
-    )
+def slice_(eqn) -> FactorRule:
+    """A sliced dim is a shift (start, stride)."""
+    return _shifted_dims(eqn, lambda d, n, m: n != m)
+
+
+def dynamic_slice(eqn) -> FactorRule:
+    """A sliced dim is a shift only at a constant start (a data-dependent one keeps it whole)."""
+    starts = eqn.inputs[1:]
+    return _shifted_dims(eqn, lambda d, n, m: n != m and isinstance(starts[d], Literal))
 
 
 def pad(eqn) -> FactorRule:

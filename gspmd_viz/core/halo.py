@@ -161,6 +161,12 @@ class HaloPlan:
         return Sides(sides.count("left"), sides.count("right"))
 
     @property
+    def ready_span(self) -> int:
+        """Positions the windows of one shard cover: the window-ready input's size on the dim
+        (base dilation done, first window at 0)."""
+        return self.stride * (self.windows_per_shard - 1) + self.window_span
+
+    @property
     def ready_size(self) -> int:
         """Elements of the window-ready local input: the widest [start(i), limit(i))."""
         return max(len(r) for r in self.needs)

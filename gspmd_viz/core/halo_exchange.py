@@ -134,7 +134,7 @@ def _dilate_and_align(y, split: SpatialSplit, pad_value):
     i's first window start moved to position 0.  [.., ready_size, ..] -> [.., span, ..]"""
     plan, dim = split.plan, split.dim
     bd = plan.base_dilation
-    span = plan.stride * (plan.windows_per_shard - 1) + plan.window_span
+    span = plan.ready_span
     if bd == 1:
         return jax.lax.slice_in_dim(y, 0, span, axis=dim)
     dilated = (plan.ready_size - 1) * bd + 1

@@ -119,7 +119,7 @@ def _pick_real(*shifted, **params):
 class Windowed(NamedTuple):
     reader: Callable  # (eqn, operand) -> {dim: Window}
     fill: object  # what a window reads where there is no data (XLA: the init value)
-    operands: str = "first"  # "every": every operand is shifted (concatenate)
+    every_operand: bool = False  # every operand is shifted (concatenate), not operand 0 only
     local_op: Callable | None = None  # runs instead of the primitive on window-ready input
     # halos that cover the dim: gather instead (XLA's rule for convs, HaloPlan.gather_instead);
     # a shift's rounds carry only what crosses a boundary, and the cost model compares
@@ -131,7 +131,7 @@ SHIFTS = {
     "pad": Windowed(_pad_windows, OPERAND_1, wide_halos_gather=False),
     "slice": Windowed(_slice_windows, 0, wide_halos_gather=False),
     "dynamic_slice": Windowed(_dynamic_slice_windows, 0, wide_halos_gather=False),
-    "concatenate": Windowed(_concat_windows, LOWEST, "every", _pick_real, False),
+    "concatenate": Windowed(_concat_windows, LOWEST, True, _pick_real, False),
 }
 WINDOWED = {
     "conv_general_dilated": Windowed(_conv_windows, 0.0),
@@ -163,7 +163,7 @@ def pad_value(eqn):
 
 def halo_operands(eqn) -> tuple[int, ...]:
     """The operands whose halos are exchanged (operand 0, or every one of a concatenation)."""
-    return tuple(range(len(eqn.invars))) if _reader(eqn).operands == "every" else (0,)
+    return tuple(range(len(eqn.invars))) if _reader(eqn).every_operand else (0,)
 
 
 def wide_halos_gather(eqn) -> bool:
@@ -175,24 +175,18 @@ def local_op(eqn) -> Callable | None:
     return _reader(eqn).local_op
 
 
+def _replace(seq, d: int, value) -> tuple:
+    return tuple(value if i == d else x for i, x in enumerate(seq))
+
+
 def _no_padding(p: dict, eqn, split) -> None:
     """conv / reduce_window: padding (0, 0) and base dilation 1 on the split dim."""
     conv = eqn.primitive.name == "conv_general_dilated"
     pad_key, dil_key = ("padding", "lhs_dilation") if conv else ("padding", "base_dilation")
     k = window_of(eqn)[split.dim].param_index
     if k is not None:
-        p[pad_key] = tuple((0, 0) if i == k else tuple(x) for i, x in enumerate(p[pad_key]))
-        p[dil_key] = tuple(1 if i == k else x for i, x in enumerate(p[dil_key]))
-
-
-def _replace(seq, d: int, value) -> tuple:
-    return tuple(value if i == d else x for i, x in enumerate(seq))
-
-
-def _span(split) -> int:
-    """Positions of the window-ready input on a split dim."""
-    plan = split.plan
-    return plan.stride * (plan.windows_per_shard - 1) + plan.window_span
+        p[pad_key] = _replace(tuple(map(tuple, p[pad_key])), k, (0, 0))
+        p[dil_key] = _replace(p[dil_key], k, 1)
 
 
 def _local_pad(p: dict, eqn, split) -> None:
@@ -202,7 +196,7 @@ def _local_pad(p: dict, eqn, split) -> None:
 def _local_slice(p: dict, eqn, split) -> None:
     # [.., span, ..] -> every stride-th position -> [.., windows per shard, ..]
     p["start_indices"] = _replace(p["start_indices"], split.dim, 0)
-    p["limit_indices"] = _replace(p["limit_indices"], split.dim, _span(split))
+    p["limit_indices"] = _replace(p["limit_indices"], split.dim, split.plan.ready_span)
 
 
 def _local_dynamic_slice(p: dict, eqn, split) -> None:

@@ -142,7 +142,7 @@ class Halo:
     def text(self) -> str:
         shape = list(self.sharding.shard_shape(self.value.shape))
         for s in self.splits:
-            shape[s.dim] = s.plan.stride * (s.plan.windows_per_shard - 1) + s.plan.window_span
+            shape[s.dim] = s.plan.ready_span
         axes = ",".join(a for s in self.splits for a in s.split_axes)
         head = f"{self.dst}:{short_dtype(self.value.dtype)}[{','.join(map(str, shape))}]"
         sent = format_bytes(sum(p.bytes_per_sender for p in self.permutes))
