@@ -10,6 +10,7 @@ the widget and greys the stale figure; the controls always describe what is draw
 from __future__ import annotations
 
 import contextlib
+import html
 import itertools
 import json
 import re
@@ -226,7 +227,7 @@ class TorusWidget(widgets.VBox):
         )
         self.frames = frames(tl)
         about = f"{tl.algorithm}: {sim.describe(tl.algorithm)}\n"
-        self.summary.value = f"<pre>{_escape(about + tl.summary())}</pre>"
+        self.summary.value = f"<pre>{html.escape(about + tl.summary(), quote=False)}</pre>"
         with self._quiet():
             self.play.playing = False  # a new timeline starts paused at step 1
             self.play.value = self.slider.value = 1
@@ -261,7 +262,3 @@ class TorusWidget(widgets.VBox):
         if self.frames is not None and self.frames.tl.topo.n_chips <= LINK_VIEW_CHIPS:
             bundle["text/html"] = svg(self.frames, self.slider.value - 1)
         return bundle
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -8,6 +8,7 @@ The numbers come from gv.sim.training; the communication rows from the partition
 from __future__ import annotations
 
 import functools
+import html
 import json
 
 import ipywidgets as widgets
@@ -193,7 +194,7 @@ class TrainingWidget(widgets.VBox):
         mem, times, chip, lay = evaluate(*args)
         self.message.value = ""
         self.plot.remove_class("gv-stale")
-        self.text.value = f"<pre>{_escape(summary(mem, times, chip))}</pre>"
+        self.text.value = f"<pre>{html.escape(summary(mem, times, chip), quote=False)}</pre>"
         heading = f"{args[0]} model, batch {args[3]}, {args[1]}"
         self.figure = figure(mem, times, chip, lay, heading)
         bundle = {
@@ -225,7 +226,3 @@ class TrainingWidget(widgets.VBox):
             f"<svg xmlns='http://www.w3.org/2000/svg' width='620' height='70'>"
             f"<text x='0' y='14' font-size='12'>step time: {label}</text>{''.join(parts)}</svg>"
         )
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
