@@ -1,10 +1,12 @@
 """Pipeline parallelism, public namespace: ``gv.pipeline.schedule(...)`` and friends.
 
 Schedules, their simulation and closed forms live in ``gspmd_viz.sim`` (numpy only); executing a
-schedule on jax devices lives in ``gspmd_viz.core.pipeline``.
+schedule on jax devices lives in ``gspmd_viz.core.pipeline``; GSPMD's own pipelining, an
+ordinary annotated program the partitioner pipelines, in ``gspmd_viz.core.pipeline_gspmd``.
 """
 
 from gspmd_viz.core.pipeline import run, sequential_loss
+from gspmd_viz.core.pipeline_gspmd import gspmd_iterations, gspmd_pipeline, gspmd_sequential
 from gspmd_viz.sim.pipeline import SCHEDULES, Schedule, bubble_fraction, makespan, schedule
 from gspmd_viz.sim.pipeline_engine import ScheduleDeadlock
 from gspmd_viz.sim.pipeline_timing import PipelineTimeline, Placement, place, simulate
@@ -16,6 +18,9 @@ __all__ = [
     "Schedule",
     "ScheduleDeadlock",
     "bubble_fraction",
+    "gspmd_iterations",
+    "gspmd_pipeline",
+    "gspmd_sequential",
     "makespan",
     "place",
     "run",

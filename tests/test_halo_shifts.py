@@ -131,3 +131,18 @@ def test_a_data_dependent_start_keeps_todays_exact_gather():
     spmd = gv.partition(gv.propagate(prog))
     np.testing.assert_array_equal(np.asarray(spmd(x, jnp.int32(7))), np.asarray(x[:, 7:27]))
     assert "collective-permute" not in {c.kind for c in spmd.collectives}
+
+
+@pytest.mark.parametrize("split", [("x", "y"), ("y", "x")])
+def test_a_halo_over_two_axes_in_either_order_reaches_the_right_neighbour(split):
+    """ppermute numbers devices in mesh order, a dim split over ("y", "x") counts its blocks
+    y-major: the exchange must translate (it sent to the wrong block, silently, before)."""
+    mesh = gv.Mesh({"x": 4, "y": 2})
+
+    def f(x):
+        x = gv.mesh_split(x, mesh, (None, split))
+        return gv.mesh_split(lax.pad(x, 0.0, ((0, 0, 0), (1, -1, 0))), mesh, (None, split))
+
+    x = jnp.asarray(RNG.normal(size=(2, 16)), jnp.float32)
+    spmd, _ = _partition(f, x, mesh)
+    assert {c.kind for c in spmd.collectives} == {"collective-permute"}

@@ -13,23 +13,27 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      entry per primitive (everything the passes know about it)
   propagate    propagation propagate the plain record, and the algorithm that fills it
   collectives  collective            a collective and its wire bytes
-  halo         halo halo_exchange halo_ops halo_program
+  halo         halo halo_exchange halo_ops halo_program block_moves
                                      halo arithmetic, the per-device exchange, windowed ops
-                                     per dim, and whole spatially split conv nets
+                                     per dim, whole spatially split conv nets, and rolls and
+                                     flips that move whole blocks
   reshard      moves reshard         the single steps between shardings; the cheapest plan
-  execute      spmd lower kernels combine execute
-                                     per-device instructions as data and text, local
+  execute      spmd spmd_regions lower kernels combine execute
+                                     per-device instructions (loops and branches apart) as
+                                     data and text, local
                                      lowering, the kernels one device runs, all-gather
                                      combining, and running instructions from a table
   partition    split regions partition
                                      choosing each equation's split; loops partitioned
                                      once into a per-device loop; the pass itself
-  programs     pipeline training     built on the above: pipeline schedules run under
-                                     shard_map; weight-update sharding by annotations alone
+  programs     pipeline pipeline_gspmd training
+                                     built on the above: pipeline schedules run under
+                                     shard_map; GSPMD's pipelining as an annotated program;
+                                     weight-update sharding by annotations alone
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
 Module order: devices mesh hlo sharding annotate values builder program factors families
 families_indexed registry propagation propagate collective halo halo_exchange halo_ops
-halo_program moves reshard spmd lower kernels combine execute split regions partition pipeline
-training
+halo_program block_moves moves reshard spmd spmd_regions lower kernels combine execute split
+regions partition pipeline pipeline_gspmd training
 """

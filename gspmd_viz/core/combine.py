@@ -13,7 +13,8 @@ import jax.numpy as jnp
 
 from gspmd_viz.core.kernels import fit_dim
 from gspmd_viz.core.registry import entry_for
-from gspmd_viz.core.spmd import Compute, Const, Reshard, RunCond, RunLoop
+from gspmd_viz.core.spmd import Compute, Const, Reshard
+from gspmd_viz.core.spmd_regions import RunCond, RunLoop
 
 
 def _gather_key(ins):

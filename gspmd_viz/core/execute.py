@@ -25,11 +25,11 @@ from gspmd_viz.core.spmd import (
     Compute,
     Const,
     Halo,
+    MoveBlocks,
     PerDeviceProgram,
     Reshard,
-    RunCond,
-    RunLoop,
 )
+from gspmd_viz.core.spmd_regions import RunCond, RunLoop
 
 # --- one function per instruction type (inside shard_map) --------------------------------------
 
@@ -60,6 +60,10 @@ def _run_halo(ins: Halo, env) -> None:
     fill = env[ins.fill] if isinstance(ins.fill, str) else ins.fill  # pad's value: a buffer
     fill = fill.value if isinstance(fill, Literal) else fill
     env[ins.dst] = window_ready(env[ins.src], ins.splits, fill)
+
+
+def _run_move_blocks(ins: MoveBlocks, env) -> None:
+    env[ins.dst] = ins.plan.run(env[ins.src])
 
 
 def _run_loop(ins: RunLoop, env) -> None:
@@ -113,6 +117,7 @@ RUN = {
     Combine: _run_combine,
     Const: _run_const,
     Halo: _run_halo,
+    MoveBlocks: _run_move_blocks,
     RunLoop: _run_loop,
     RunCond: _run_cond,
 }

@@ -62,6 +62,15 @@ def transpose(eqn) -> FactorRule:
     return b.rule([operand], [[operand[p] for p in eqn.params["permutation"]]])
 
 
+def rev(eqn) -> FactorRule:
+    """`i j -> i j`, the reversed dims a permutation: their blocks trade places (block_moves)."""
+    b = Builder()
+    (src,), _ = shapes(eqn)
+    reversed_dims = eqn.params["dimensions"]
+    operand = [b.new(n, "permutation" if d in reversed_dims else "pass") for d, n in enumerate(src)]
+    return b.rule([operand], [operand])
+
+
 def reshape(eqn) -> FactorRule:
     """Split and merged dims share compound factors: `[(i j), k] -> [i, j, k]`."""
     b = Builder()
@@ -161,8 +170,8 @@ def _shifted_dims(eqn, shifted) -> FactorRule:
     ins, (out, *_) = shapes(eqn)
     operand, result = [], []
     for d, (n, m) in enumerate(zip(ins[0], out, strict=True)):
-        if shifted(d, n, m):
-            o, r = _window_dims(b, n, m, windowed=True)
+        if shifted(d, n, m):  # a 1-element result too (it lives on one shard); none: no factor
+            o = r = b.new(max(n, m) if m else 1, "windowed")
         elif n == m:
             o = r = b.new(m)
         else:

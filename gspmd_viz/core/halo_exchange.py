@@ -70,10 +70,28 @@ def _table(values, index):
     return jnp.asarray(np.asarray(values, np.int32))[index]
 
 
+def permute_blocks(x, axes, pairs):
+    """jax.lax.ppermute between blocks of a dim split over `axes` (major first). ppermute
+    numbers devices in the mesh's axis order, blocks count in the order of `axes`: with a dim
+    split over ("y", "x") of a mesh (x, y), block 1 is device (x=1, y=0), ppermute's 2."""
+    axes = (axes,) if isinstance(axes, str) else tuple(axes)
+    mesh = jax.sharding.get_abstract_mesh()
+    sizes = [mesh.shape[a] for a in axes]
+    in_mesh_order = sorted(range(len(axes)), key=lambda k: mesh.axis_names.index(axes[k]))
+
+    def device(block: int) -> int:
+        coords = np.unravel_index(block, sizes)
+        order = in_mesh_order
+        return int(np.ravel_multi_index([coords[k] for k in order], [sizes[k] for k in order]))
+
+    perm = [(device(src), device(dst)) for src, dst in pairs]
+    return jax.lax.ppermute(x, axes if len(axes) > 1 else axes[0], perm=perm)
+
+
 def _send(x, split: SpatialSplit, t: Transfer):
     # [.., shard, ..] -> slice [lo, hi) -> ppermute(axis) -> [.., hi - lo, ..]
     piece = jax.lax.slice_in_dim(x, t.lo, t.hi, axis=split.dim)
-    return jax.lax.ppermute(piece, split.axis, perm=list(t.pairs))
+    return permute_blocks(piece, split.axis, t.pairs)
 
 
 def _layout_bounds(plan: HaloPlan) -> tuple[int, int]:

@@ -113,7 +113,7 @@ def _pick_real(*shifted, **params):
     """Concatenation of operands shifted into place over the dtype's lowest value: at every
     position one operand holds a real element, the others the lowest value (XLA: HandleConcatenate
     pads every operand to the output and selects)."""
-    return functools.reduce(jnp.maximum, shifted)
+    return functools.reduce(jnp.maximum, [s for s in shifted if s.size])  # empty: no element
 
 
 class Windowed(NamedTuple):
@@ -162,8 +162,11 @@ def pad_value(eqn):
 
 
 def halo_operands(eqn) -> tuple[int, ...]:
-    """The operands whose halos are exchanged (operand 0, or every one of a concatenation)."""
-    return tuple(range(len(eqn.invars))) if _reader(eqn).every_operand else (0,)
+    """The operands whose halos are exchanged (operand 0, or every non-empty one of a
+    concatenation: `jnp.roll(x, 0)` concatenates x with an empty slice)."""
+    if not _reader(eqn).every_operand:
+        return (0,)
+    return tuple(k for k, v in enumerate(eqn.invars) if v.aval.size)
 
 
 def wide_halos_gather(eqn) -> bool:

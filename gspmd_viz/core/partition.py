@@ -17,14 +17,16 @@ Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 import dataclasses
 import math
 
-from gspmd_viz.core import halo_ops, lower, regions
+import numpy as np
+
+from gspmd_viz.core import block_moves, halo_ops, lower, regions
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
-from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, Reshard
+from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 
 # --- the pass ---------------------------------------------------------------------------------
 
@@ -42,6 +44,7 @@ class Partitioner:
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
         self.live_set = {e for u in self.live() for e in self._equations_of(u)}
         self._wanted: dict[Value, list[Sharding]] = {}
+        self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
 
     def _equations_of(self, unit) -> list[Equation]:
         if isinstance(unit, Loop | Cond):
@@ -64,7 +67,9 @@ class Partitioner:
         if v not in self._wanted:
             targets = [self.prop.sharding(v)] if v in self.outputs else []
             for eqn, pos in self.program.consumers.get(v, ()):
-                if eqn in self.live_set:
+                if eqn in self.deferred:  # the rotation reads v as its result is split
+                    targets.append(self.prop.sharding(self.deferred[eqn].concat.outputs[0]))
+                elif eqn in self.live_set:
                     q = self.split(eqn)
                     targets.append(q.operand_sharding(q.sanitize(q.settled), pos))
             self._wanted[v] = list(dict.fromkeys(targets))
@@ -100,6 +105,45 @@ class Partitioner:
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
+        if eqn in self.deferred:  # partitioned with its rotation, if that is not taken
+            return
+        if eqn.outputs and all(0 in v.shape for v in eqn.outputs):
+            self.empty_results(eqn)
+            return
+        rot = self.rotations.get(eqn)
+        if self.move_blocks(eqn, rot):
+            return
+        for s in rot.slices if rot else ():
+            if s in self.deferred:
+                self.split_equation(s)
+        self.split_equation(eqn)
+
+    def empty_results(self, eqn: Equation) -> None:
+        """Results with no element read nothing (`jnp.roll(x, 0)` slices x[n:n]): constants."""
+        for v in eqn.outputs:
+            zeros = Literal(np.zeros(v.shape, v.dtype), v.shape, v.dtype)
+            self.instructions.append(Const(v.name, zeros))
+            self.versions[v] = [(Sharding(self.mesh, ()), v.name)]
+
+    def move_blocks(self, eqn: Equation, rot) -> bool:
+        """A roll or flip along dims its result splits evenly: whole blocks move, no gather
+        (block_moves); False otherwise (the equation, and a roll's slices, run as usual)."""
+        if rot is None and eqn.primitive != "rev":
+            return False
+        out = eqn.outputs[0]
+        target = self.prop.sharding(out)
+        found = block_moves.plan_for(eqn, rot, target)
+        if found is None:
+            return False
+        v, plan = found
+        src = self.fetch(v, target, eqn)
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        self.instructions.append(MoveBlocks(v, src, out.name, plan, target, source))
+        self.versions[out] = [(target, out.name)]
+        return True
+
+    def split_equation(self, eqn: Equation) -> None:
+        """Choose the equation's split, reshard its operands, run it locally."""
         q = self.split(eqn)
         fa = q.choose(self)
         if not entry_for(eqn).known:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from gspmd_viz.core.program import Cond, Equation, Loop, Program, Value
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.spmd import RunCond, RunLoop
+from gspmd_viz.core.spmd_regions import RunCond, RunLoop
 
 
 def units(program: Program, span: range) -> Iterator[Equation | Loop | Cond]:

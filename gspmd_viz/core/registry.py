@@ -160,6 +160,7 @@ register("dynamic_slice", families.dynamic_slice, operand_sizes="slice_sizes", h
 register("dynamic_update_slice", families.dynamic_update_slice)
 register("pad", families.pad, halo=True)
 register("concatenate", families.concatenate, halo=True)
+register("rev", families.rev)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
 register(
     "gather",

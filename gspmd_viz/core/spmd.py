@@ -1,11 +1,13 @@
 """The per-device program `gv.partition` builds, as data: instructions, their text, their
 collectives. Running them is execute.py's job (a table keyed by instruction type).
 
-Four kinds of instruction, each a plain record that prints itself:
-  Compute   one equation on local shards          `c:f32[8,16] = dot_general a b`
-  Reshard   a resharding plan between two buffers `c.1:f32[16,16] = all-gather(x) c`
-  Combine   all-reduce of partial max/min results `m.1:f32[8] = all-reduce-max(y) m`
-  Const     a closed-over constant, whole on every device
+Instructions, each a plain record that prints itself (loops and branches: RunLoop, RunCond):
+  Compute    one equation on local shards          `c:f32[8,16] = dot_general a b`
+  Reshard    a resharding plan between two buffers `c.1:f32[16,16] = all-gather(x) c`
+  Combine    all-reduce of partial max/min results `m.1:f32[8] = all-reduce-max(y) m`
+  Halo       a windowed op's halos, exchanged      `x.1:f32[6,8] = halo-exchange(x) x`
+  MoveBlocks a roll or flip along a split dim      `e:f32[1,8] = rotate(stage) b`
+  Const      a closed-over constant, whole on every device
 """
 
 import collections
@@ -24,7 +26,7 @@ def _comment(code: str, comment: str) -> str:
     return f"{code:<47} # {comment}"
 
 
-def _local_type(sharding: Sharding, v) -> str:
+def local_type(sharding: Sharding, v) -> str:
     dims = ",".join(str(n) for n in sharding.shard_shape(v.shape))
     pending = f"{{sum over {','.join(sorted(sharding.unreduced))}}}" if sharding.unreduced else ""
     return f"{short_dtype(v.dtype)}[{dims}]{pending}"
@@ -50,7 +52,7 @@ class Compute:
     def text(self) -> str:
         e = self.eqn
         outs = " ".join(
-            f"{n}:{_local_type(s, v)}{self.partial}"
+            f"{n}:{local_type(s, v)}{self.partial}"
             for n, s, v in zip(self.outs, self.shardings, e.outputs, strict=True)
         )
         ins = " ".join(a if isinstance(a, str) else repr(a) for a in self.ins)
@@ -87,7 +89,7 @@ class Reshard:
         moves = [f"{s.kind}({','.join(s.axes)})" for s in self.plan.steps if s.kind != "slice"]
         ops = " -> ".join(moves) or "slice"
         v, p = self.value, self.plan
-        head = f"{self.dst}:{_local_type(p.dst, v)} = {ops} {self.src}"
+        head = f"{self.dst}:{local_type(p.dst, v)} = {ops} {self.src}"
         cost = f"   {format_bytes(p.wire_bytes)}" if p.wire_bytes else "   free"
         return _comment(head, f"{v.type_text(p.src)} -> {v.type_text(p.dst)}{cost}")
 
@@ -109,7 +111,7 @@ class Combine:
         return [self.collective]
 
     def text(self) -> str:
-        head = f"{self.dst}:{_local_type(self.sharding, self.value)} = "
+        head = f"{self.dst}:{local_type(self.sharding, self.value)} = "
         head += f"all-reduce-{self.combine}({','.join(self.axes)}) {self.src}"
         whole = self.value.type_text(self.sharding)
         move = f"{whole}{{{self.combine} over {','.join(self.axes)}}} -> {whole}"
@@ -151,6 +153,31 @@ class Halo:
 
 
 @dataclasses.dataclass(frozen=True)
+class MoveBlocks:
+    """Buffer `dst` holds `value` rotated (`jnp.roll`) or reversed (`jnp.flip`) along dims it
+    splits evenly: whole blocks of every shard move where `plan` (block_moves) sends them."""
+
+    value: Value
+    src: str
+    dst: str
+    plan: object  # block_moves.RotatePlan or ReversePlan
+    sharding: Sharding  # of `src` and `dst`
+    source: str
+
+    @property
+    def collectives(self):
+        return self.plan.collectives(self.source)
+
+    def text(self) -> str:
+        head = f"{self.dst}:{local_type(self.sharding, self.value)} = "
+        head += f"{self.plan.name}({','.join(self.plan.axes)}) {self.src}"
+        sent = format_bytes(sum(c.wire_bytes for c in self.collectives))
+        n = len(self.collectives)
+        moves = f"{n} collective-permute{'' if n == 1 else 's'}, {sent}"
+        return _comment(head, f"{self.plan.describe()}: {moves}")
+
+
+@dataclasses.dataclass(frozen=True)
 class Const:
     """A closed-over constant array, whole on every device (resharding slices it)."""
 
@@ -163,11 +190,6 @@ class Const:
         return f"{self.name} = {self.literal!r}"
 
 
-def _scaled(c: Collective, trips: int, note: str, source: str | None = None) -> Collective:
-    """c run `trips` more times (inside a loop), with why."""
-    return dataclasses.replace(c, trips=c.trips * trips, trips_note=note, source=source or c.source)
-
-
 def instruction_collectives(instructions) -> list[tuple[object, list[Collective]]]:
     """(innermost instruction, its collectives counted over every trip around it), in program
     order: what a ledger lists, one row per collective, loops and branches opened up."""
@@ -176,106 +198,6 @@ def instruction_collectives(instructions) -> list[tuple[object, list[Collective]
         inner = getattr(ins, "inner_collectives", None)
         out += inner() if inner else [(ins, list(getattr(ins, "collectives", ())))]
     return out
-
-
-@dataclasses.dataclass(frozen=True)
-class RunLoop:
-    """A loop run per device: `body` (instructions, partitioned once) runs `loop.trips` times.
-    Buffers: `init` -> the carried parameters `carried`, each iteration's slice of `xs` ->
-    `sliced`; the body leaves `carry_out` (the next carried values) and `y_out` (stacked into
-    `ys`); after the last trip the carried values are `final`.  # XLA: HandleWhile"""
-
-    loop: object  # values.Loop
-    init: tuple  # buffer names (or Literals), one per carried value
-    xs: tuple[str, ...]
-    carried: tuple[str, ...]
-    sliced: tuple[str, ...]
-    body: tuple
-    carry_out: tuple
-    y_out: tuple
-    final: tuple[str, ...]
-    ys: tuple[str, ...]
-    carry_shardings: tuple[Sharding, ...]
-    cond: tuple = ()  # a while's condition: instructions over `cond_carried`, leaving `pred`
-    cond_carried: tuple[str, ...] = ()
-    pred: str | None = None
-
-    @property
-    def outs(self) -> tuple[str, ...]:
-        return self.final + self.ys
-
-    def inner_collectives(self) -> list[tuple[object, list[Collective]]]:
-        """(instruction of the condition or body, its collectives over every trip)."""
-        n, note, where = self.loop.trips, self.loop.counted, self.loop.primitive
-        return [
-            (ins, [_scaled(c, n, c.trips_note or note, f"{c.source} in {where}") for c in cs])
-            for ins, cs in instruction_collectives(self.cond + self.body)
-        ]
-
-    @property
-    def collectives(self) -> list[Collective]:
-        """The body's (and condition's) collectives, each counted over every trip."""
-        return [c for _, cs in self.inner_collectives() for c in cs]
-
-    def text(self) -> str:
-        name = lambda a: a if isinstance(a, str) else repr(a)  # noqa: E731
-        carried = ", ".join(
-            f"{p}:{_local_type(s, c[1])}={name(i)}"
-            for p, s, c, i in zip(
-                self.carried, self.carry_shardings, self.loop.carries, self.init, strict=True
-            )
-        )
-        sliced = ", ".join(f"{p}={x}[t]" for p, x in zip(self.sliced, self.xs, strict=True))
-        head = f"{', '.join(self.outs)} = {self.loop.primitive} × {self.loop.trips} trips"
-        head += f" ({self.loop.counted})" if self.loop.counted else ""
-        lines = [f"{head} (carry {carried or '-'}; slice {sliced or '-'}) {{"]
-        if self.pred is not None:
-            lines.append(f"  while ({', '.join(self.cond_carried)}):")
-            lines += ["    " + line for ins in self.cond for line in ins.text().splitlines()]
-            lines.append(f"    -> {self.pred}; do:")
-        for ins in self.body:
-            lines += ["    " + line for line in ins.text().splitlines()]
-        out = ", ".join(map(name, self.carry_out)) or "-"
-        ys = ", ".join(map(name, self.y_out)) or "-"
-        lines.append(f"  }} next carry ({out}), stack ({ys})")
-        return "\n".join(lines)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunCond:
-    """A cond run per device: the replicated `selector` picks one of `branches` (instructions,
-    each partitioned once over buffers already in place), which leaves `results[b]`; they
-    become `outs` (one sharding per result, whatever the branch).
-    # XLA: HandleConditional"""
-
-    cond: object  # values.Cond
-    selector: str
-    branches: tuple  # per branch, its instructions
-    results: tuple  # per branch, its result buffers
-    outs: tuple[str, ...]
-    shardings: tuple[Sharding, ...]
-
-    def inner_collectives(self) -> list[tuple[object, list[Collective]]]:
-        """(instruction of a branch, its collectives: an upper bound, one branch runs)."""
-        n = len(self.branches)
-        return [
-            (ins, [_scaled(c, 1, f"in branch {b} of {n} (counted as if it runs)") for c in cs])
-            for b, body in enumerate(self.branches)
-            for ins, cs in instruction_collectives(body)
-        ]
-
-    @property
-    def collectives(self) -> list[Collective]:
-        return [c for _, cs in self.inner_collectives() for c in cs]
-
-    def text(self) -> str:
-        lines = [f"{', '.join(self.outs)} = switch {self.selector} {{"]
-        for b, (body, res) in enumerate(zip(self.branches, self.results, strict=True)):
-            lines.append(f"  branch {b}:")
-            lines += ["    " + line for ins in body for line in ins.text().splitlines()]
-            lines.append(f"    -> ({', '.join(res)})")
-        lines.append("  }")
-        return "\n".join(lines)
 
 
 class PerDeviceProgram:
@@ -308,7 +230,7 @@ class PerDeviceProgram:
     def per_device_text(self) -> str:
         """The per-device program, local shapes and collectives inline (like partitioned HLO)."""
         ins = " ".join(
-            f"{v.name}:{_local_type(self.prop.sharding(v), v)}" for v in self.program.inputs
+            f"{v.name}:{local_type(self.prop.sharding(v), v)}" for v in self.program.inputs
         )
         head = f"# every device of {self.mesh!r} runs this on its own shard"
         lines = [head, f"{{ lambda {ins}. let"]

@@ -1,0 +1,225 @@
+"""Whole blocks of a split dim move between devices, nothing is gathered: rotation and reversal.
+
+A rotation along a split dim moves whole shards (or two pieces of each) to their neighbours.
+
+`jnp.roll(x, k, axis=d)` traces to `concatenate(slice(x, [n−k:n]), slice(x, [0:n−k]))` on dim d.
+Read piece by piece, each slice is a shift whose halo, at one stage per device, is a whole shard
+or a single element far away; read as one rotation, shard i's output block is simply input
+positions [i·s − k, i·s − k + s) mod n. With k = q·s + r (0 ≤ r < s), every shard j sends
+
+    its first s − r elements to shard j + q      (they land at [r, s) of the receiver's block)
+    its last r elements to shard j + q + 1       (they land at [0, r))
+
+(all mod S): at most two collective-permutes and one shard's bytes per device, or none where a
+distance is a multiple of S. This is the shift of a GSPMD pipeline: the state buffer moves one
+stage on per iteration.  # XLA: the partitioner turns the same concat(slice, slice) into one
+collective-permute of the shards.
+
+A reversal (`jnp.flip`, `lax.rev`) of dims split evenly sends block b of the blocks those dims
+make (their mesh axes in dim order, major first) to block N − 1 − b, which reverses every dim's
+block index at once, then reverses its own shard locally: one collective-permute, one shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from gspmd_viz.core.collective import Collective
+from gspmd_viz.core.halo_exchange import permute_blocks
+from gspmd_viz.core.program import Equation, Program, Value
+from gspmd_viz.core.sharding import Sharding
+
+
+@dataclasses.dataclass(frozen=True)
+class Rotation:
+    """`concat` computes `source` rotated by `shift` along `dim` from the two `slices`."""
+
+    concat: Equation
+    slices: tuple[Equation, Equation]
+    source: Value
+    dim: int
+    shift: int
+
+
+def _plain_slice(eqn: Equation | None, dim: int):
+    """(start, limit) on `dim` of a unit-stride slice that keeps every other dim whole."""
+    if eqn is None or eqn.primitive != "slice":
+        return None
+    p, shape = eqn.params, eqn.inputs[0].shape
+    if p["strides"] is not None and any(s != 1 for s in p["strides"]):
+        return None
+    for d, (a, b) in enumerate(zip(p["start_indices"], p["limit_indices"], strict=True)):
+        if d != dim and (a, b) != (0, shape[d]):
+            return None
+    return p["start_indices"][dim], p["limit_indices"][dim]
+
+
+def rotation_of(program: Program, eqn: Equation) -> Rotation | None:
+    """The rotation a concatenation computes, or None (see the module doc for the pattern)."""
+    if eqn.primitive != "concatenate" or len(eqn.inputs) != 2:
+        return None
+    if not all(isinstance(v, Value) for v in eqn.inputs):
+        return None
+    d = int(eqn.params["dimension"])
+    first, second = (program.producer.get(v) for v in eqn.inputs)
+    a, b = _plain_slice(first, d), _plain_slice(second, d)
+    if a is None or b is None or first.inputs[0] is not second.inputs[0]:
+        return None
+    source = first.inputs[0]
+    n = source.shape[d]
+    if a[1] != n or b != (0, a[0]) or not 0 < a[0] < n:
+        return None
+    return Rotation(eqn, (first, second), source, d, n - a[0])
+
+
+def rotations(program: Program, outputs) -> tuple[dict, dict]:
+    """The concatenations that roll a value ({concat: Rotation}) and the slices feeding only
+    them ({slice: Rotation}): such a slice is partitioned only if its rotation is not taken."""
+    found = {}
+    for eqn in program.equations:
+        rot = rotation_of(program, eqn)
+        if rot is not None:
+            found[eqn] = rot
+    deferred = {
+        s: rot
+        for rot in found.values()
+        for s in rot.slices
+        if s.outputs[0] not in outputs
+        and [e for e, _ in program.consumers[s.outputs[0]]] == [rot.concat]
+    }
+    return found, deferred
+
+
+def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding):
+    """(the value moved, its RotatePlan / ReversePlan) when `eqn` is a roll or flip whose
+    result `target` splits the moved dims evenly; None otherwise."""
+    if target.unreduced:
+        return None
+    if rot is not None:
+        plan = _rotate_plan(rot, target)
+        return None if plan is None else (rot.source, plan)
+    if eqn.primitive == "rev":
+        plan = _reverse_plan(eqn, target)
+        return None if plan is None else (eqn.inputs[0], plan)
+    return None
+
+
+def _rotate_plan(rot: Rotation, target: Sharding):
+    v, shards = rot.source, target.dim_shards(rot.dim)
+    if shards == 1 or v.shape[rot.dim] % shards:
+        return None
+    local = target.shard_shape(v.shape)
+    return RotatePlan(rot.dim, target.dim_axes(rot.dim), shards, rot.shift, local, v.dtype)
+
+
+def _reverse_plan(eqn: Equation, target: Sharding):
+    v, dims = eqn.inputs[0], tuple(eqn.params["dimensions"])
+    split = [d for d in sorted(dims) if target.dim_shards(d) > 1]
+    if not split or any(v.shape[d] % target.dim_shards(d) for d in split):
+        return None
+    axes = tuple(a for d in split for a in target.dim_axes(d))
+    blocks = int(np.prod([target.dim_shards(d) for d in split]))
+    return ReversePlan(dims, axes, blocks, target.shard_shape(v.shape), v.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Elements [lo, hi) of every shard go `distance` shards on, landing at `at`."""
+
+    lo: int
+    hi: int
+    distance: int
+    at: int
+
+
+def pieces(n: int, shards: int, shift: int) -> tuple[Piece, ...]:
+    """The (at most two) pieces of a rotation by `shift` of n elements split evenly."""
+    if n % shards:
+        raise ValueError(f"a rotation moves whole shards: {n} elements do not split {shards} ways")
+    s = n // shards
+    q, r = divmod(shift % n, s)
+    out = [Piece(0, s - r, q, r), Piece(s - r, s, q + 1, 0)]
+    return tuple(p for p in out if p.hi > p.lo)
+
+
+@dataclasses.dataclass(frozen=True)
+class RotatePlan:
+    """One rotation on one device's shard: dim `dim` split over mesh `axes` into `shards`."""
+
+    name = "rotate"
+
+    dim: int
+    axes: tuple[str, ...]
+    shards: int
+    shift: int
+    local_shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def pieces(self) -> tuple[Piece, ...]:
+        return pieces(self.local_shape[self.dim] * self.shards, self.shards, self.shift)
+
+    def moves(self, piece: Piece) -> bool:
+        return piece.distance % self.shards != 0
+
+    def pairs(self, piece: Piece) -> list[tuple[int, int]]:
+        return [(j, (j + piece.distance) % self.shards) for j in range(self.shards)]
+
+    def collectives(self, source: str) -> list[Collective]:
+        out = []
+        for p in filter(self.moves, self.pieces):
+            shape = list(self.local_shape)
+            shape[self.dim] = p.hi - p.lo
+            kind, dims = "collective-permute", (self.dim,)
+            out.append(
+                Collective(kind, self.axes, tuple(shape), self.dtype, self.shards, source, dims)
+            )
+        return out
+
+    def describe(self) -> str:
+        return f"by {self.shift} along dim {self.dim}"
+
+    def run(self, x):
+        """[.., s, ..] -> ppermute per piece -> concat in landing order -> [.., s, ..]"""
+        landed = []
+        for p in self.pieces:
+            piece = jax.lax.slice_in_dim(x, p.lo, p.hi, axis=self.dim)
+            if self.moves(p):
+                piece = permute_blocks(piece, self.axes, self.pairs(p))
+            landed.append((p.at, piece))
+        parts = [piece for _, piece in sorted(landed, key=lambda item: item[0])]
+        return jax.lax.concatenate(parts, self.dim) if len(parts) > 1 else parts[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReversePlan:
+    """`lax.rev` of `dims` on one device's shard; the split ones are split evenly over `axes`
+    (their mesh axes in dim order) into `blocks` blocks."""
+
+    dims: tuple[int, ...]
+    axes: tuple[str, ...]
+    blocks: int
+    local_shape: tuple[int, ...]
+    dtype: np.dtype
+    name = "reverse"
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(b, self.blocks - 1 - b) for b in range(self.blocks)]
+
+    def collectives(self, source: str) -> list[Collective]:
+        if self.blocks == 1:
+            return []
+        shape, kind = tuple(self.local_shape), "collective-permute"
+        return [Collective(kind, self.axes, shape, self.dtype, self.blocks, source, self.dims)]
+
+    def describe(self) -> str:
+        return f"dims {', '.join(map(str, self.dims))}"
+
+    def run(self, x):
+        """[.., s, ..] -> ppermute(b -> N-1-b) -> local rev -> [.., s, ..]"""
+        if self.blocks > 1:
+            x = permute_blocks(x, self.axes, self.pairs())
+        return jax.lax.rev(x, self.dims)
