@@ -76,8 +76,9 @@ def test_shifts_are_exact_and_move_only_boundary_elements(kind, rows, n, shards,
         prog = gv.trace(f, x)
     except ValueError:
         assume(False)  # jax refuses the shift (a pad that leaves less than nothing)
-    # not yet: a 1-element result of a split dim has no factor, so its operand is gathered
-    # (exact; XLA leaves the element on the device that holds it)
+    # not yet: a 1-element result is now computed where its element lives (one permute), but
+    # an annotation splitting that size-1 dim gathers it again (an identity rule gives size-1
+    # dims no factor): one element more than XLA, which leaves it on the device that holds it
     assume(all(v.shape[-1] > 1 for v in prog.values))
     spmd, theirs = _partition(f, x, mesh)
     ours = spmd.collectives
