@@ -140,7 +140,9 @@ def test_a_scanned_stack_is_partitioned_once_and_counts_every_trip():
     for layers in (2, 6):
         x, ws = arrays((16, 32), (layers, 32, 32))
         prop, spmd = partitioned(residual_stack, x, ws)
-        (loop,) = [ins for ins in spmd.instructions if isinstance(ins, gv.core.spmd_regions.RunLoop)]
+        (loop,) = [
+            ins for ins in spmd.instructions if isinstance(ins, gv.core.spmd_regions.RunLoop)
+        ]
         assert all(c.trips == layers for c in loop.collectives) and loop.collectives
         theirs = xla_bytes(residual_stack, prop, x, ws)
         assert spmd.wire_bytes <= theirs

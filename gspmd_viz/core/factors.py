@@ -11,6 +11,8 @@ Factor kinds (Shardy's FactorType):
 - reduction: in operands only (contracting dims, reduced dims): results hold partial sums;
 - need_replication: must be unsharded (the sorted dim, a cumsum's scan dim, a sliced dim);
 - windowed: a convolution / pooling spatial dim (neighbours overlap: halo exchange);
+- windowed-sum: a conv's input rows and window taps at once (a window wider than the output,
+  as in a kernel gradient): halo exchange of the input, then partial sums over the taps;
 - permutation: moves data between shards (a padded or concatenated dim).
 """
 

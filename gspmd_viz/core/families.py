@@ -241,6 +241,19 @@ def _window_dims(b: Builder, n: int, m: int, windowed: bool):
     return f, f
 
 
+def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
+    """Spatial dims (by position) of an ungrouped conv whose window is wider than its output,
+    as in a kernel gradient (the window is the output gradient, the output the kernel's size).
+    Split, such a dim is a sum over shards of window taps, each shard reading its own input
+    rows plus a halo, not halos around output rows.  # XLA: convolution_handler.cc, a conv
+    partitioned on its window dims then all-reduced"""
+    if params["feature_group_count"] != 1 or params["batch_group_count"] != 1:
+        return frozenset()
+    dn = params["dimension_numbers"]
+    pairs = zip(dn.rhs_spec[2:], dn.out_spec[2:], strict=True)
+    return frozenset(k for k, (r, o) in enumerate(pairs) if rhs_shape[r] > out_shape[o])
+
+
 def conv(eqn) -> FactorRule:
     """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed."""
     b = Builder()
@@ -260,7 +273,12 @@ def conv(eqn) -> FactorRule:
     windows = zip(
         ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
     )
-    for li, ri, oi, stride, pad, dilation in windows:
+    contracted = contracted_windows(p, rhs, out)
+    for k, (li, ri, oi, stride, pad, dilation) in enumerate(windows):
+        if k in contracted:  # input rows and window taps split together: partial sums
+            L[li] = R[ri] = b.new(max(lhs[li], rhs[ri]), "windowed-sum")
+            O[oi] = b.new(out[oi], "need_replication")
+            continue
         windowed = _moves_data(rhs[ri], stride, pad, dilation)
         L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed)
         R[ri] = b.new(rhs[ri], "need_replication")

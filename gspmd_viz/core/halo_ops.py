@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
 
+from gspmd_viz.core.families import contracted_windows
 from gspmd_viz.core.halo import halo_plan
 from gspmd_viz.core.halo_exchange import SpatialSplit
 from gspmd_viz.core.mesh import Mesh
@@ -37,25 +38,35 @@ class Window:
     dilation: int = 1
     base_dilation: int = 1
     padding: tuple[int, int] = (0, 0)
-    out_dim: int = 0
+    out_dim: int = 0  # -1: a contracted dim seen from its taps (the output is summed)
     param_index: int | None = None  # position in the primitive's per-spatial-dim params
 
 
-def _conv_windows(eqn, operand: int = 0) -> dict[int, Window]:
-    p, rhs = eqn.params, eqn.invars[1]
+def _conv_windows(eqn, operand: int = 0, taps: bool = False) -> dict[int, Window]:
+    """Per lhs dim; `taps`: contracted dims (families.contracted_windows) seen from the taps."""
+    p, rhs, out = eqn.params, eqn.invars[1].aval.shape, eqn.outvars[0].aval.shape
     dn = p["dimension_numbers"]
     dims = {dn.lhs_spec[0]: Window(out_dim=dn.out_spec[0])}  # batch passes through
+    contracted = contracted_windows(p, rhs, out) if taps else frozenset()
     for k, d in enumerate(dn.lhs_spec[2:]):
-        dims[d] = Window(
-            rhs.aval.shape[dn.rhs_spec[2 + k]],
-            p["window_strides"][k],
-            p["rhs_dilation"][k],
-            p["lhs_dilation"][k],
-            tuple(p["padding"][k]),
-            dn.out_spec[2 + k],
-            k,
-        )
+        taps_k, size = rhs[dn.rhs_spec[2 + k]], out[dn.out_spec[2 + k]]
+        stride, dilation = p["window_strides"][k], p["rhs_dilation"][k]
+        base, pad = p["lhs_dilation"][k], tuple(p["padding"][k])
+        if k in contracted:
+            n = eqn.invars[0].aval.shape[d]
+            dims[d] = _swapped(n, taps_k, size, stride, dilation, base, pad, k)
+        else:
+            dims[d] = Window(taps_k, stride, dilation, base, pad, dn.out_spec[2 + k], k)
     return dims
+
+
+def _swapped(n: int, taps: int, size: int, stride: int, dilation: int, base: int, pad, k: int):
+    """A contracted dim seen from the taps: tap t reads output j's input at j·stride + t·dilation,
+    so the taps are windows (stride `dilation`) of `size` elements (dilation `stride`). The high
+    padding is cut to the span the real outputs read, so there are exactly `taps` windows."""
+    used = (taps - 1) * dilation + 1 + (size - 1) * stride
+    padded = n + (base - 1) * (n - 1) + pad[0] + pad[1]
+    return Window(size, dilation, stride, base, (pad[0], pad[1] - (padded - used)), -1, k)
 
 
 def _reduce_windows(eqn, operand: int = 0) -> dict[int, Window]:
@@ -224,9 +235,10 @@ def local_params(eqn, splits, params=None) -> dict:
     return p
 
 
-def split_of(eqn, dim: int, axis, shards: int, operand: int = 0) -> SpatialSplit:
-    """Operand `dim` split into `shards` over mesh `axis` (a name or a tuple of names)."""
-    windows = window_of(eqn, operand)
+def split_of(eqn, dim: int, axis, shards: int, operand: int = 0, taps=False) -> SpatialSplit:
+    """Operand `dim` split into `shards` over mesh `axis` (a name or a tuple of names); `taps`:
+    a conv's contracted dim, split with its window taps (partial sums), not its output."""
+    windows = _conv_windows(eqn, operand, taps=True) if taps else window_of(eqn, operand)
     if dim not in windows:
         raise ValueError(
             f"dim {dim} of {eqn.primitive.name}'s input is neither spatial nor batch: "

@@ -202,7 +202,9 @@ class Partitioner:
         v, out = q.eqn.inputs[i], []
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)
-            reduced = any(q.rule.factors[f].kind == "reduction" for f in fs)  # not lookups
+            # not lookups; operand 0's halo exchange fills its own padding
+            kinds = ("reduction",) if i == 0 else ("reduction", "windowed-sum")
+            reduced = any(q.rule.factors[f].kind in kinds for f in fs)
             if axes and reduced and v.shape[d] % target.dim_shards(d):
                 fill = lower.identity_element(q.combine, v.dtype)
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))

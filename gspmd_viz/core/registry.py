@@ -106,7 +106,10 @@ def _conv_halo_free(eqn) -> dict[int, int]:
     p, dn = eqn.params, eqn.params["dimension_numbers"]
     windows = [eqn.inputs[1].shape[d] for d in dn.rhs_spec[2:]]
     dil = list(zip(p["lhs_dilation"], p["rhs_dilation"], strict=True))
-    return _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
+    free = _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
+    out = eqn.outputs[0].shape
+    contracted = families.contracted_windows(p, eqn.inputs[1].shape, out)
+    return {d: s for d, s in free.items() if dn.lhs_spec.index(d) - 2 not in contracted}
 
 
 def _conv_local_groups(eqn, operand_locals) -> dict:

@@ -72,7 +72,7 @@ class EquationSplit:
             f: d
             for d in (window_of(eqn.eqn) if entry.halo else {})
             for f in rule.operands[0][d]
-            if rule.factors[f].kind == "windowed"
+            if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
         self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
 
@@ -96,8 +96,10 @@ class EquationSplit:
     def halo_split(self, f: int, axes, operand: int = 0) -> SpatialSplit | None:
         """Factor f's dim of `operand` split over `axes` with a halo exchange; None where XLA
         would gather instead (the halos cover the dim) or the windows do not fit."""
+        taps = self.rule.factors[f].kind == "windowed-sum"
         try:
-            split = split_of(self.eqn.eqn, self.halo[f], tuple(axes), self.size(axes), operand)
+            n, d = self.size(axes), self.halo[f]
+            split = split_of(self.eqn.eqn, d, tuple(axes), n, operand, taps)
         except ValueError:
             return None
         gather = split.plan.gather_instead and wide_halos_gather(self.eqn.eqn)
@@ -121,7 +123,7 @@ class EquationSplit:
 
     def summed(self, f: int) -> bool:
         """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
-        return self.rule.factors[f].kind == "reduction" or f in self.lookup
+        return self.rule.factors[f].kind in ("reduction", "windowed-sum") or f in self.lookup
 
     def size(self, axes) -> int:
         return math.prod(self.sizes[a] for a in axes)
