@@ -40,7 +40,7 @@ def simulate(spmd, topo: sim.Topology, chip="tpu-v3") -> StepTimeline:
 
 def table_html(tl: StepTimeline, current: int | None = None) -> str:
     """Every collective with its placement and time on the pod; `current` in bold."""
-    head = "<tr><th>#</th><th>collective</th><th>runs</th><th>group</th><th>on the pod</th>"
+    head = "<tr><th>#</th><th>collective</th><th>runs</th><th>group</th><th>all groups at once</th>"
     head += "<th>one group alone</th></tr>"
     rows = []
     for c in tl.collectives:
