@@ -9,7 +9,6 @@ table of every collective's time. Nothing here re-simulates.
 
 from __future__ import annotations
 
-import contextlib
 import html
 
 import ipywidgets as widgets
@@ -60,7 +59,6 @@ class StepReplay(widgets.VBox):
     def __init__(self, tl: StepTimeline):
         if not tl.steps:
             raise ValueError("this step moves no bytes on the pod: nothing to replay")
-        self._quiet_depth = 0
         self.timeline, self.frames, self.figure = tl, frames(tl), None
         moving = [c for c in tl.collectives if c.n_steps]
         self.collective = widgets.Dropdown(
@@ -80,23 +78,16 @@ class StepReplay(widgets.VBox):
         self.collective.observe(self._on_collective, "value")
         self.show(0)
 
-    @contextlib.contextmanager
-    def _quiet(self):
-        self._quiet_depth += 1
-        try:
-            yield
-        finally:
-            self._quiet_depth -= 1
-
     @inline_errors
     def _on_step(self, change):
-        if not self._quiet_depth:
-            self.show(change["new"] - 1)
+        self.show(change["new"] - 1)
 
     @inline_errors
     def _on_collective(self, change):
-        if not self._quiet_depth:
-            self.slider.value = self.timeline.collectives[change["new"]].first_step + 1
+        """Jump to the collective's first step, unless the step shown is already one of its."""
+        c = self.timeline.collectives[change["new"]]
+        if not c.first_step <= self.slider.value - 1 < c.first_step + c.n_steps:
+            self.slider.value = c.first_step + 1
 
     def collective_at(self, step: int) -> int:
         """Index of the collective whose run holds timeline step `step` (0-based)."""
@@ -110,8 +101,7 @@ class StepReplay(widgets.VBox):
         current = self.collective_at(step)
         self.figure = figure(self.frames, step)
         self.plot.outputs = plot_outputs(self.figure)
-        with self._quiet():
-            self.collective.value = current
+        self.collective.value = current  # the step is one of its: no jump
         self.table.value = table_html(self.timeline, current)
         self.message.value = ""
         for view in (self.plot, self.table):
