@@ -18,7 +18,7 @@ import numpy as np
 
 from gspmd_viz.sim.chips import chip as get_chip
 from gspmd_viz.sim.registry import closed_form
-from gspmd_viz.sim.topology import Topology, torus
+from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
 
 Placement = dict  # logical axis -> tuple of (physical dim, size) pieces
 
@@ -114,6 +114,15 @@ def collective_seconds(kind: str, nbytes: float, sub: Topology, chip="tpu-v3") -
         spec = get_chip(chip)
         return nbytes / spec.ici_link_bandwidth_Bps + spec.hop_latency_s
     return closed_form(sub, kind, float(nbytes), chip=chip)
+
+
+def slice_for(n_chips: int) -> Topology:
+    """The slice the lessons time an n-device mesh on: the first preset with n chips (2x4 for
+    the 8 simulated devices, 4x4 for 16), else one ring of n chips."""
+    for name, (shape, _, _) in PRESETS.items():
+        if math.prod(shape) == n_chips:
+            return preset(name)
+    return torus((n_chips,), True, name=f"ring of {n_chips}")
 
 
 def describe(placement: Placement, topo: Topology) -> str:
