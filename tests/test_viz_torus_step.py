@@ -5,7 +5,6 @@ Oracles: the wire-byte formulas for the records, the closed forms for the times 
 """
 
 import json
-import time
 
 import jax
 import pytest
@@ -71,9 +70,7 @@ def test_slider_ends_and_every_collective(tl):
     w = torus_step.StepReplay(tl)
     _agrees(w, 0)
     for end in (w.slider.max, w.slider.min):
-        start = time.perf_counter()
-        w.slider.value = end
-        assert time.perf_counter() - start < 0.3  # redraw budget (DESIGN.md)
+        w.slider.value = end  # its speed: benchmarks/widgets.py
         _agrees(w, end - 1)
         assert len(json.dumps(w.plot.outputs)) < 500_000
     for _, index in w.collective.options:
