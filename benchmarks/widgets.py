@@ -62,5 +62,36 @@ def torus():
     assert w.message.value == "", w.message.value
 
 
+# ----- lesson 07: the step replay -----------------------------------------------------------
+def step_replay():
+    import jax
+
+    import gspmd_viz as gv
+    from gspmd_viz import examples
+    from gspmd_viz import train_zoo as tz
+    from gspmd_viz.viz import torus_step
+
+    mesh = gv.Mesh({"x": 4, "y": 4})  # lesson 07's step, symbolic on 16 devices
+    step = gv.weight_update_sharding(tz.make_step(mesh, examples.TRANSFORMER_SPECS), mesh, "x")
+    p, o, b = tz.init(layers=1, batch=16, seq=128, model=512, heads=8, head_dim=64, hidden=2048)
+    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (p, o, b(0)))
+    spmd = gv.partition(gv.propagate(gv.trace(step, *shapes)))
+    t0 = time.perf_counter()
+    w = torus_step.StepReplay(torus_step.simulate(spmd, gv.sim.preset("4x4")))
+    built = (time.perf_counter() - t0) * 1e3
+    jumps = []
+    for _, index in w.collective.options:
+        t0 = time.perf_counter()
+        w.collective.value = index
+        jumps.append(time.perf_counter() - t0)
+    print("step replay (lesson 07): the 2-D + WUS step on a 4x4 slice")
+    print(
+        f"  simulate + first frame {built:.0f} ms; step change {_step_ms(w):.0f} ms; collective "
+        f"jump {statistics.median(jumps) * 1e3:.0f} ms; {output_bytes(w.plot) / 1e3:.0f} kB/frame"
+    )
+    assert w.message.value == "", w.message.value
+
+
 if __name__ == "__main__":
     torus()
+    step_replay()

@@ -1,4 +1,5 @@
-"""Lessons 04 (halo exchange), 06 (pipelines) and 07 (training at scale) in JupyterLab + Chromium.
+"""Lessons 04 (halo exchange), 06 (pipelines) and 07 (training at scale, and its step replay)
+in JupyterLab + Chromium.
 
 Same harness as tests/test_browser.py (its private JupyterLab, `run_lesson_in_browser`, Timer):
 open the lesson, run it fresh, then work its widget as a learner would: every control through
@@ -280,7 +281,38 @@ def drive_07(page, shot) -> str:
     _top(w)
     page.wait_for_timeout(300)
     shot("lesson07")
-    return _report(timer, "lesson 07 training widget")
+    return _report(timer, "lesson 07 training widget") + "\n" + _drive_07_replay(page, shot)
+
+
+def _drive_07_replay(page, shot) -> str:
+    """StepReplay: both slider ends, a typed step, every collective in the menu, Play."""
+    from playwright.sync_api import expect
+
+    w, timer, title = _open(page, ".gv-step-replay", ".gtitle", "5/16 all-reduce over y")
+    n = int(re.search(r"step \d+/(\d+) ·", title.text_content()).group(1))
+    step = _slider(w, "step")
+    timer.redraw(_press(page, step, "End"), f"step {n}/{n} ·")
+    timer.redraw(_press(page, step, "Home"), f"step 1/{n} ·")
+    timer.redraw(lambda: _readout(page, w, "step", 7), f"step 7/{n} ·")
+    menu = _dropdown(w, "collective")
+    for label in menu.evaluate("s => [...s.options].map(o => o.text)"):
+        number, what = label.replace("\xa0", " ").split(". ", 1)  # ipywidgets: spaces as nbsp
+        timer.redraw(lambda label=label: menu.select_option(label=label), f"{number}/16 {what}")
+        expect(w.locator(".gv-step-table tr[style*='bold']")).to_contain_text(what)
+    timer.redraw(_press(page, step, "Home"), f"step 1/{n} ·")
+    play = w.locator(".widget-play button")
+    play.first.click()
+    expect(title).to_contain_text(f"step 3/{n} ·", timeout=30_000)
+    play.first.click()  # the same button pauses
+    page.wait_for_timeout(1000)
+    paused = title.text_content()
+    page.wait_for_timeout(1000)
+    assert title.text_content() == paused
+    expect(w.locator(".gv-error")).to_have_count(0)
+    _top(w)
+    page.wait_for_timeout(300)
+    shot("lesson07-step-replay")
+    return _report(timer, "lesson 07 step replay")
 
 
 DRIVERS = {"04_halo_exchange": drive_04, "06_pipelines": drive_06, "07_training_at_scale": drive_07}

@@ -1,4 +1,5 @@
-"""The collective ledger: rows replay spmd.collectives, times come from gspmd_viz.sim, the
+"""The collective ledger: rows replay spmd.collectives, times come from gspmd_viz.sim (the mesh
+placed on a TPU slice; on 2x4 the y axis is one 4-chip ring, so the ring formula is an oracle), the
 graph puts each collective on its edge, and bad input shows an inline message."""
 
 import re
@@ -9,6 +10,7 @@ import pytest
 
 import gspmd_viz as gv
 from gspmd_viz.sim import CHIPS, collective_time
+from gspmd_viz.sim import placement as pl
 from gspmd_viz.units import format_time
 from gspmd_viz.viz import ledger
 
@@ -36,12 +38,31 @@ def test_rows_replay_the_partitioners_collectives(spmd):
 
 def test_all_gather_time_uses_the_gathered_size():
     c = gv.Collective("all-gather", ("x",), (4, 8), "float32", 2)
-    assert ledger.seconds(c, "tpu-v4") == collective_time("all-gather", 2 * 4 * 8 * 4, 2, "tpu-v4")
+    topo, where = ledger.on_slice(MESH)
+    want = collective_time("all-gather", 2 * 4 * 8 * 4, 2, "tpu-v4")  # x: 2 neighbours
+    assert ledger.seconds(c, "tpu-v4", topo, where) == pytest.approx(want, rel=1e-12)
+
+
+def test_the_mesh_is_placed_on_a_named_slice_and_timed_on_its_chips():
+    """8 devices: the 2x4 slice; y gets its wrapped dim of 4 (a ring, as the closed form of one
+    ring), x its 2 rows. A mesh x=8 gets both dims: the 2-D torus algorithm, not one ring."""
+    topo, where = ledger.on_slice(MESH)
+    assert topo == gv.sim.preset("2x4") and where == {"x": ((0, 2),), "y": ((1, 4),)}
+    c = gv.Collective("all-reduce", ("x",), (1024,), "float32", 8)
+    flat = gv.Mesh({"x": 8})
+    flat_topo, flat_where = ledger.on_slice(flat)
+    sub = pl.sub_torus(flat_where, ("x",), flat_topo)
+    assert sub.shape == (2, 4)
+    got = ledger.seconds(c, "tpu-v3", flat_topo, flat_where)
+    assert got == pytest.approx(gv.sim.simulate(sub, "all-reduce", 4096).time_s, rel=1e-9)
+    assert got != pytest.approx(collective_time("all-reduce", 4096, 8, "tpu-v3"))  # not a ring
+    assert ledger.on_slice(gv.Mesh({"x": 3}))[0].shape == (3,)  # no preset: one ring
 
 
 def test_text_lists_bytes_time_and_totals(spmd):
     text = ledger.ledger_text(spmd, "tpu-v4")
-    line = text.splitlines()[1]
+    assert text.splitlines()[0] == "times on slice 2x4: x -> dim0:2, y -> dim1:4 (torus)"
+    line = text.splitlines()[2]
     assert line.startswith("all-reduce(y)") and "f32[8, 32]" in line and "1.5 KiB" in line
     assert text.splitlines()[-1].startswith("total: 1 collectives")
 

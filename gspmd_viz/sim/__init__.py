@@ -4,7 +4,7 @@ numpy only (``replay`` imports jax lazily to run schedules on the devices it is 
 neither the compiler package nor viz. ``registry`` lists every algorithm once.
 """
 
-from gspmd_viz.sim import execute, placement, replay, training
+from gspmd_viz.sim import execute, placement, replay, step_timeline, training
 from gspmd_viz.sim.algorithms import Schedule
 from gspmd_viz.sim.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.cost import collective_time, lower_bound
@@ -21,6 +21,7 @@ from gspmd_viz.sim.registry import (
 )
 from gspmd_viz.sim.rings import ring_order
 from gspmd_viz.sim.simulate import Timeline, simulate
+from gspmd_viz.sim.step_timeline import StepTimeline, simulate_step
 from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
 
 __all__ = [
@@ -48,6 +49,9 @@ __all__ = [
     "ring_order",
     "schedule",
     "simulate",
+    "simulate_step",
+    "step_timeline",
+    "StepTimeline",
     "torus",
     "training",
 ]

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from gspmd_viz.sim.chips import chip as get_chip
 from gspmd_viz.sim.registry import closed_form
-from gspmd_viz.sim.topology import Topology, torus
+from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
 
 Placement = dict  # logical axis -> tuple of (physical dim, size) pieces
 
@@ -67,6 +69,40 @@ def sub_torus(placement: Placement, axes, topo: Topology) -> Topology:
     return torus(shape, wrap)
 
 
+def pieces(placement: Placement) -> list[tuple[str, int, int, int]]:
+    """(axis, physical dim, size, stride) of every piece: a dim's coordinate is the sum of
+    digit x stride over its pieces, the piece placed first (the last axis's) the minor one."""
+    used: dict[int, int] = {}
+    out = []
+    for axis in reversed(list(placement)):
+        for d, size in placement[axis]:
+            out.append((axis, d, size, used.get(d, 1)))
+            used[d] = used.get(d, 1) * size
+    return out
+
+
+def group_chips(placement: Placement, axes, topo: Topology) -> np.ndarray:
+    """[groups, chips per group] physical chip ids: row g is the g-th group of a collective
+    over `axes`, column i its chip i of `sub_torus(placement, axes, topo)` (C order)."""
+    sub = sub_torus(placement, axes, topo)
+    dims = sorted({d for a in axes for d, _ in placement[a]})
+    sub_coord = np.zeros((topo.n_chips, max(len(dims), 1)), np.int64)
+    sub_stride = dict.fromkeys(dims, 1)
+    group, n_groups = np.zeros(topo.n_chips, np.int64), 1
+    for axis, d, size, stride in pieces(placement):
+        digit = topo.coords[:, d] // stride % size
+        if axis in axes:  # a digit of the chip's place inside its group, minor piece first
+            sub_coord[:, dims.index(d)] += digit * sub_stride[d]
+            sub_stride[d] *= size
+        else:  # a digit of which group the chip is in
+            group += digit * n_groups
+            n_groups *= size
+    index = np.ravel_multi_index(tuple(sub_coord.T), sub.shape)
+    out = np.full((n_groups, sub.n_chips), -1, np.int64)
+    out[group, index] = np.arange(topo.n_chips)
+    return out
+
+
 def collective_seconds(kind: str, nbytes: float, sub: Topology, chip="tpu-v3") -> float:
     """Alpha-beta time of one collective on `sub` (closed form, the simulator's own oracle).
 
@@ -78,6 +114,15 @@ def collective_seconds(kind: str, nbytes: float, sub: Topology, chip="tpu-v3") -
         spec = get_chip(chip)
         return nbytes / spec.ici_link_bandwidth_Bps + spec.hop_latency_s
     return closed_form(sub, kind, float(nbytes), chip=chip)
+
+
+def slice_for(n_chips: int) -> Topology:
+    """The slice the lessons time an n-device mesh on: the first preset with n chips (2x4 for
+    the 8 simulated devices, 4x4 for 16), else one ring of n chips."""
+    for name, (shape, _, _) in PRESETS.items():
+        if math.prod(shape) == n_chips:
+            return preset(name)
+    return torus((n_chips,), True, name=f"ring of {n_chips}")
 
 
 def describe(placement: Placement, topo: Topology) -> str:

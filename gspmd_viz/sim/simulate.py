@@ -153,10 +153,19 @@ def simulate(
 
 
 def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -> Timeline:
+    records = time_steps(sched, chunk_bytes, spec)
+    t = records[-1].start_s + records[-1].time_s if records else 0.0
+    phases = phase_records(sched, records, chunk_bytes)
+    lb = cost.lower_bound(sched.topo, sched.kind, nbytes, chip=spec)
+    return Timeline(sched.topo, sched.kind, sched.algorithm, spec, nbytes, chunk_bytes, sched,
+                    records, phases, t, lb)  # fmt: skip
+
+
+def time_steps(sched: Schedule, chunk_bytes: float, spec: Chip) -> list[StepRecord]:
+    """Route every step of `sched` on its topology and time it by its busiest link."""
     beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
     records, t = [], 0.0
-    topo = sched.topo
-    routes = _RouteCache(topo)
+    routes = _RouteCache(sched.topo)
     for i, st in enumerate(sched.steps):
         nb = st.count * chunk_bytes
         t_idx, where, _, links, max_hops = routes(st.src, st.dst)
@@ -165,10 +174,7 @@ def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -
         name = sched.phases[st.phase].name
         records.append(StepRecord(i, st.phase, name, st, nb, links, load, max_hops, t, dt))
         t += dt
-    phases = _phase_records(sched, records, chunk_bytes)
-    lb = cost.lower_bound(topo, sched.kind, nbytes, chip=spec)
-    return Timeline(topo, sched.kind, sched.algorithm, spec, nbytes, chunk_bytes, sched, records,
-                    phases, t, lb)  # fmt: skip
+    return records
 
 
 class _RouteCache:
@@ -191,7 +197,7 @@ class _RouteCache:
         return routed
 
 
-def _phase_records(sched, records, chunk_bytes):
+def phase_records(sched, records, chunk_bytes):
     out = []
     for p, ph in enumerate(sched.phases):
         idx = [r.index for r in records if r.phase == p]

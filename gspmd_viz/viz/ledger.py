@@ -2,7 +2,8 @@
 
 The program graph (viz/graph.py, drawn at 100%) with every collective written on the edge that
 needs it (the label tied to its edge by a leader line), a table of collectives (kind, mesh axes,
-per-device shape, wire bytes, time on a chosen TPU generation via gspmd_viz.sim), the
+per-device shape, wire bytes, time on a chosen TPU generation with the mesh placed on a TPU
+slice: sim.placement), the
 per-device compute and communication time on that chip, and a device picker that shows what
 one device holds. Everything is replayed from `spmd` (the partitioner's record); nothing is
 recomputed. `ledger_text` is the same content as text (what tests assert).
@@ -16,7 +17,7 @@ import math
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Value
 from gspmd_viz.core.spmd import Combine, Compute, Reshard, instruction_collectives
-from gspmd_viz.sim import CHIPS, collective_time
+from gspmd_viz.sim import CHIPS, placement
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
 from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
@@ -25,13 +26,21 @@ COLLECTIVE = "#b00020"  # edge labels: the communication stands out
 
 
 def payload_bytes(c) -> float:
-    """The S that gv.sim.collective_time expects: all-gather's result, others' operand."""
+    """The S of the wire formulas: all-gather's result, others' operand."""
     return c.operand_bytes * (c.group_size if c.kind == "all-gather" else 1)
 
 
-def seconds(c, chip: str) -> float:
-    """Time on `chip` over every trip of the loops around the collective."""
-    return c.trips * collective_time(c.kind, payload_bytes(c), c.group_size, chip)
+def on_slice(mesh) -> tuple:
+    """(slice, placement): the TPU slice the ledger times `mesh` on and where each axis lands."""
+    topo = placement.slice_for(mesh.size)
+    return topo, placement.place(mesh.shape, topo)
+
+
+def seconds(c, chip: str, topo, where) -> float:
+    """Time on `chip` over every trip of the loops around the collective, on the chips of the
+    slice `topo` its mesh axes occupy (`where`: sim.placement.place)."""
+    sub = placement.sub_torus(where, c.axes, topo)
+    return c.trips * placement.collective_seconds(c.kind, payload_bytes(c), sub, chip)
 
 
 # --- rows: one per collective, with the graph edge it belongs to -------------------------------
@@ -44,7 +53,7 @@ def _node(program, v: Value) -> int:
 
 
 def rows(spmd: SPMDProgram, chip: str = "tpu-v3") -> list[dict]:
-    out = []
+    out, (topo, where) = [], on_slice(spmd.mesh)
     for ins, collectives in instruction_collectives(spmd.instructions):  # loops opened up
         if not isinstance(ins, (Reshard, Combine)) or ins.value.id < 0:
             continue
@@ -59,7 +68,7 @@ def rows(spmd: SPMDProgram, chip: str = "tpu-v3") -> list[dict]:
                     "node": src,
                     "value": ins.value.name,
                     "where": c.source,
-                    "time": seconds(c, chip),
+                    "time": seconds(c, chip, topo, where),
                 }
             )
     return out
@@ -98,7 +107,11 @@ def times_text(spmd: SPMDProgram, chip: str) -> str:
 def ledger_text(spmd: SPMDProgram, chip: str = "tpu-v3") -> str:
     """The ledger as a table: one line per collective, then the totals."""
     table = rows(spmd, chip)
-    lines = [f"{'collective':<34} {'per-device operand':<20} {'wire':>10} {chip:>12}  where"]
+    topo, where = on_slice(spmd.mesh)
+    lines = [
+        f"times on slice {placement.describe(where, topo)} ({topo.kind})",
+        f"{'collective':<34} {'per-device operand':<20} {'wire':>10} {chip:>12}  where",
+    ]
     for r in table:
         c = r["collective"]
         op = f"{c.kind}({','.join(c.axes)})"

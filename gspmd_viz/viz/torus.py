@@ -41,6 +41,18 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
     return heatmap_figure(fr, step)
 
 
+def plot_outputs(fig: go.Figure) -> tuple[dict]:
+    """`fig` as an Output widget's outputs, in plotly's mimetype: set as widget state (no iopub
+    routing), so a live kernel, nbconvert and nbval all behave the same."""
+    bundle = {
+        "application/vnd.plotly.v1+json": {
+            **json.loads(fig.to_json()),
+            "config": {"displaylogo": False},
+        }
+    }
+    return ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """'4x4' or '4, 4, 2' -> (4, 4) / (4, 4, 2)."""
     parts = [p for p in re.split(r"[x×,\s]+", (text or "").strip()) if p]
@@ -237,15 +249,7 @@ class TorusWidget(widgets.VBox):
     def show(self, step: int):
         """Draw step `step` (0-based) of the recorded frames."""
         self.figure = figure(self.frames, min(step, len(self.frames) - 1))
-        # Put the figure into the Output as widget state in plotly's mimetype: no iopub
-        # routing, so a live kernel, nbconvert and nbval all behave the same.
-        bundle = {
-            "application/vnd.plotly.v1+json": {
-                **json.loads(self.figure.to_json()),
-                "config": {"displaylogo": False},
-            }
-        }
-        self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        self.plot.outputs = plot_outputs(self.figure)
         self.message.value = ""
         for view in (self.summary, self.plot):
             view.remove_class("gv-stale")
