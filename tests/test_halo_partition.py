@@ -116,3 +116,23 @@ def test_a_2d_split_conv_net_runs_with_collective_permutes_only():
         ("collective-permute", "eqn 3 reduce_window_max"),
     }
     assert "halo-exchange(r,c)" in spmd.per_device_text()
+
+
+def test_halos_that_cover_the_dim_gather_it_and_the_notes_say_why():
+    """Size 8 over 4 shards of 2, a 7-wide window with SAME padding: each shard needs 3 on
+    either side, shard and halos cover all 8, so the dim is gathered (XLA: ExchangeHalo gives
+    up the same way) and the partitioner's notes name the reason."""
+    mesh = gv.Mesh({"x": 4})
+
+    def f(x, w):
+        x = gv.mesh_split(x, mesh, (None, None, "x"))
+        return lax.conv_general_dilated(x, w, (1,), "SAME")
+
+    x = jnp.asarray(np.random.default_rng(5).normal(size=(1, 2, 8)), jnp.float32)
+    w = jnp.asarray(np.random.default_rng(6).normal(size=(3, 2, 7)), jnp.float32)
+    prog = gv.trace(f, x, w)
+    spmd = gv.partition(gv.propagate(prog))
+    np.testing.assert_allclose(spmd(x, w), prog.unpartitioned(x, w), rtol=1e-5, atol=1e-5)
+    assert "collective-permute" not in {c.kind for c in spmd.collectives}
+    (note,) = [n for n in spmd.notes if "gathered" in n]
+    assert note.startswith("eqn 1 conv_general_dilated: dim 2 is gathered") and "cover all" in note

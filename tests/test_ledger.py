@@ -138,3 +138,25 @@ def test_an_exception_while_drawing_is_shown_inline(spmd, monkeypatch):
     monkeypatch.undo()
     w.chip.value = "tpu-v5e"
     assert "gv-stale" not in w.out.value and "tpu-v5e: compute" in w.out.value
+
+
+def test_halos_rolls_and_gathered_dims_are_in_the_ledger():
+    """Every collective the program runs is a row (halo exchanges and block moves included, so
+    the rows add up to the total), and the partitioner's notes close the table."""
+    mesh = gv.Mesh({"x": 4})
+
+    def f(x, w):
+        x = gv.mesh_split(x, mesh, (None, None, "x"))
+        y = jax.lax.conv_general_dilated(x, w, (1,), "SAME")  # 3-wide: a halo
+        z = jax.lax.conv_general_dilated(y, w[:, :, :1].repeat(7, 2), (1,), "SAME")  # too wide
+        return jnp.roll(y, 2, axis=2) + z
+
+    x, w = jnp.ones((1, 2, 8)), jnp.ones((2, 2, 3))
+    spmd = gv.partition(gv.propagate(gv.trace(f, x, w)))
+    table = ledger.rows(spmd, "tpu-v3")
+    assert [r["collective"] for r in table] == spmd.collectives
+    kinds = {r["collective"].kind for r in table}
+    assert "collective-permute" in kinds
+    text = ledger.ledger_text(spmd)
+    assert any(line.startswith("note: ") and "is gathered" in line for line in text.splitlines())
+    assert f"total: {len(spmd.collectives)} collectives" in text

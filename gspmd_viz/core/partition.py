@@ -138,7 +138,7 @@ class Partitioner:
         v, plan = found
         src = self.fetch(v, target, eqn)
         source = f"eqn {eqn.index} {eqn.primitive}"
-        self.instructions.append(MoveBlocks(v, src, out.name, plan, target, source))
+        self.instructions.append(MoveBlocks(v, src, out.name, plan, target, source, eqn))
         self.versions[out] = [(target, out.name)]
         return True
 
@@ -146,11 +146,7 @@ class Partitioner:
         """Choose the equation's split, reshard its operands, run it locally."""
         q = self.split(eqn)
         fa = q.choose(self)
-        if not entry_for(eqn).known:
-            self.notes.append(
-                f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
-                "(its operands are all-gathered first)"
-            )
+        self.note_gathers(eqn, q, fa)
         ins, op_shardings, masks = [], [], []
         for i, v in enumerate(eqn.inputs):
             target = q.operand_sharding(fa, i)
@@ -178,6 +174,21 @@ class Partitioner:
         if partial:
             for v, s in zip(eqn.outputs, results, strict=True):
                 self.combine(v, s, q.combine, red, eqn)
+
+    def note_gathers(self, eqn: Equation, q: EquationSplit, fa: FactorAxes) -> None:
+        """Say why an equation's operands are gathered when no rule or no halo can split it."""
+        if not entry_for(eqn).known:
+            self.notes.append(
+                f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
+                "(its operands are all-gathered first)"
+            )
+        kept = q.operand_sharding(fa, 0) if eqn.inputs else None
+        for dim, why in q.gathered.items():
+            if kept is None or kept.dim_axes(dim):
+                continue  # split after all, over fewer axes
+            note = f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
+            if note not in self.notes:
+                self.notes.append(note)
 
     @staticmethod
     def compute(q: EquationSplit, ins, op_shardings, results, masks) -> Compute:
@@ -219,7 +230,7 @@ class Partitioner:
             fill = lower.identity_element("max", v.dtype)
         dst = self.fresh(v.name)
         source = f"eqn {eqn.index} {eqn.primitive}"
-        self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source))
+        self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source, eqn))
         return dst
 
     def combine(self, v: Value, s: Sharding, how: str, axes, eqn: Equation) -> None:

@@ -75,6 +75,7 @@ class EquationSplit:
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
         self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
+        self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
 
     def splittable(self, f: int, axes) -> bool:
         kind = self.rule.factors[f].kind
@@ -102,8 +103,10 @@ class EquationSplit:
             split = split_of(self.eqn.eqn, d, tuple(axes), n, operand, taps)
         except ValueError:
             return None
-        gather = split.plan.gather_instead and wide_halos_gather(self.eqn.eqn)
-        return None if gather else split
+        if split.plan.gather_instead and wide_halos_gather(self.eqn.eqn):
+            self.gathered[self.halo[f]] = split.plan.gather_instead
+            return None
+        return split
 
     def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
         return tuple(

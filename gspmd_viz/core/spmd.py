@@ -130,6 +130,7 @@ class Halo:
     sharding: Sharding  # of `src`
     fill: object  # what windows read outside the input (the op's pad value)
     source: str
+    consumer: Equation | None = None  # the windowed equation
 
     @property
     def permutes(self):
@@ -163,6 +164,7 @@ class MoveBlocks:
     plan: object  # block_moves.RotatePlan or ReversePlan
     sharding: Sharding  # of `src` and `dst`
     source: str
+    consumer: Equation | None = None  # the concatenate or rev it computes
 
     @property
     def collectives(self):

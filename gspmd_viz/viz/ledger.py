@@ -16,7 +16,14 @@ import math
 
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.spmd import Combine, Compute, Reshard, instruction_collectives
+from gspmd_viz.core.spmd import (
+    Combine,
+    Compute,
+    Halo,
+    MoveBlocks,
+    Reshard,
+    instruction_collectives,
+)
 from gspmd_viz.sim import CHIPS, placement
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
@@ -55,7 +62,7 @@ def _node(program, v: Value) -> int:
 def rows(spmd: SPMDProgram, chip: str = "tpu-v3") -> list[dict]:
     out, (topo, where) = [], on_slice(spmd.mesh)
     for ins, collectives in instruction_collectives(spmd.instructions):  # loops opened up
-        if not isinstance(ins, (Reshard, Combine)) or ins.value.id < 0:
+        if not isinstance(ins, (Reshard, Combine, Halo, MoveBlocks)) or ins.value.id < 0:
             continue
         consumer = getattr(ins, "consumer", None)
         src = _node(spmd.program, ins.value)
@@ -124,7 +131,7 @@ def ledger_text(spmd: SPMDProgram, chip: str = "tpu-v3") -> str:
         f"{'total: ' + str(len(table)) + ' collectives':<55} "
         f"{format_bytes(spmd.wire_bytes):>10} {format_time(total_t):>12}"
     )
-    return "\n".join(lines)
+    return "\n".join(lines + [f"note: {n}" for n in spmd.notes])
 
 
 def device_text(spmd: SPMDProgram, device: int) -> str:
