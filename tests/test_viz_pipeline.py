@@ -189,3 +189,13 @@ def test_widget_state_syncs_and_frames_stay_greyed_after_bad_input():
     assert _greyed(w) and "time 33 of" in _title(w)
     w.ratio.value = "1:2"
     assert w.message.value == "" and not _greyed(w) and "gv-stale" not in w.summary.value
+
+
+def test_play_pauses_when_the_last_frame_is_drawn():
+    w = view.PipelineWidget()
+    w.frame.value = 0
+    w.play.playing = True
+    w.frame.value = w.frame.max - 1
+    assert w.play.playing
+    w.frame.value = w.frame.max
+    assert not w.play.playing and f"time {w.timeline.makespan:.4g} of" in _title(w)

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from gspmd_viz import pipeline as pipe
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
 from gspmd_viz.viz.pipeline_gantt import MAX_FRAMES, frame_times, gantt, gantt_spec, spec_json
+from gspmd_viz.viz.playback import pause_at_end
 
 __all__ = ["MAX_FRAMES", "PipelineWidget", "frame_times", "gantt", "parse_ratio"]
 
@@ -54,6 +55,7 @@ class PipelineWidget(widgets.VBox):
         self.play = widgets.Play(interval=250, min=0, max=1, description="play")
         self.frame = widgets.IntSlider(min=0, max=1, description="frame")
         widgets.jslink((self.play, "value"), (self.frame, "value"))
+        pause_at_end(self.play, self.frame)
         self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
         self.timeline: pipe.PipelineTimeline | None = None
         self.spec: dict | None = None  # the figure drawn last, as plain dicts
