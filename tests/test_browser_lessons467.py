@@ -132,6 +132,9 @@ def drive_04(page, shot) -> str:
     w.locator(".widget-play button").first.click()  # play to the end, 900 ms a step
     for k in (1, 2, 7):
         expect(title).to_contain_text(f"step {k}/7", timeout=30_000)
+    # the button shows "play" again with the last step, not one 900 ms tick later
+    icon = w.locator(".widget-play button i").first
+    expect(icon).to_have_class(re.compile("fa-play"), timeout=600)
     _halo_bad_values(page, shot, w, step, timer)
     timer.redraw(lambda: _dropdown(w, "row shards").select_option("1"), "1×4 shards")
     timer.redraw(lambda: _type(_text(w, "image"), "20"), "20-element signal")

@@ -190,8 +190,10 @@ class _Panel:
         self.data.append({"type": kind, **_set(trace), **ref})
 
     def axes(self, x: dict, y: dict) -> None:
-        self.layout[self.xaxis].update(_set(x))
-        self.layout[self.yaxis].update(_set(y))
+        """Set the axes; fixed margins (the template's automargin made plotly.js lay the
+        figure out twice per draw: ~45 of ~70 ms for 8 devices)."""
+        self.layout[self.xaxis].update(_set(x), automargin=False)
+        self.layout[self.yaxis].update(_set(y), automargin=False)
 
 
 def _set(props: dict) -> dict:
