@@ -1,6 +1,6 @@
 """Widget benchmark: kernel-side time and bytes sent to the browser per frame, per widget.
 
-Run: PYTHONPATH=. .venv/bin/python benchmarks/widgets.py
+Run: PYTHONPATH=. .venv/bin/python benchmarks/widgets.py [torus] [pipeline]
 Goal (DESIGN.md): a control change redraws within 300 ms and sends under 500 kB. The kernel
 side is measured here; the browser side (render time) by the browser tests. Each widget appends
 its own section below.
@@ -92,6 +92,52 @@ def step_replay():
     assert w.message.value == "", w.message.value
 
 
+# ----- lesson 06: the pipeline widget ----------------------------------------------------------
+PIPELINE_CHANGES = [  # (what, control, values it alternates between)
+    ("schedule dropdown", "schedule", ("gpipe", "1f1b")),
+    ("stages slider, S=8 M=32", "stages", (8, 7)),
+    ("ratio text, zb-h1 S=8 M=32", "ratio", ("1:1:1", "1:2:1")),
+    ("chunks slider, interleaved V=4", "virtual", (4, 3)),
+    ("frame slider (Play step)", "frame", (10, 11)),
+    ("bad text (message)", "ratio", ("one:two", "0:1")),
+]
+PIPELINE_SETUP = {  # controls set before the change is timed
+    "stages slider, S=8 M=32": {"microbatches": 32},
+    "ratio text, zb-h1 S=8 M=32": {"schedule": "zb-h1", "stages": 8, "microbatches": 32},
+    "chunks slider, interleaved V=4": dict(schedule="interleaved-1f1b", stages=8, microbatches=32),
+}
+
+
+def _pipeline_change(what, control, values, repeats=7) -> tuple[float, int, float]:
+    """Median ms of the change (kernel side, every view rebuilt), the bytes of the figure it
+    sent last and how many figures a change sends."""
+    from gspmd_viz.viz.pipeline import PipelineWidget
+
+    w = PipelineWidget()
+    for name, value in PIPELINE_SETUP.get(what, {}).items():
+        getattr(w, name).value = value
+    sent = []
+    w.plot.observe(lambda _: sent.append(output_bytes(w.plot)), "outputs")
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        getattr(w, control).value = values[i % 2]
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3, (sent or [0])[-1], len(sent) / repeats
+
+
+def pipeline():
+    print("pipeline widget (lesson 06): kernel-side time per change, bytes of the figure sent")
+    print(f"  {'change':<34}{'kernel':>10}{'bytes/frame':>13}{'figures/change':>16}")
+    for what, control, values in PIPELINE_CHANGES:
+        ms, sent, figures = _pipeline_change(what, control, values)
+        print(f"  {what:<34}{ms:>7.1f} ms{sent / 1e3:>10.0f} kB{figures:>16.2g}")
+
+
+WIDGETS = {"torus": torus, "step_replay": step_replay, "pipeline": pipeline}
+
 if __name__ == "__main__":
-    torus()
-    step_replay()
+    import sys
+
+    for name in sys.argv[1:] or WIDGETS:  # e.g. `benchmarks/widgets.py pipeline`
+        WIDGETS[name]()

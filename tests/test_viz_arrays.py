@@ -1,5 +1,6 @@
 """Layout view: blocks, text and figure, each checked against Sharding's own slices."""
 
+import json
 import math
 
 import numpy as np
@@ -144,3 +145,15 @@ def test_device_labels_are_compact():
     assert device_label([0, 2, 4, 6]) == "0,2,4,6"
     assert device_label(range(0, 64, 8)) == "0,8,16,24,32,…+3"
     assert device_label([5]) == "5"
+
+
+@given(sharded_shapes(max_devices=64))
+def test_unvalidated_figure_is_what_plotly_validation_would_make(case):
+    """layout_figure skips plotly's property checks for speed: validating its output (every
+    property name and value checked and coerced) must change nothing."""
+    sharding, shape = case
+    figure = layout_figure(sharding, shape, "int8")
+    drawn = json.loads(figure.to_json())
+    assert json.loads(go.Figure(figure.to_dict()).to_json()) == drawn
+    again = json.loads(layout_figure(sharding, shape, "int8").to_json())
+    assert again == drawn  # the cached subplot grid is copied, never changed

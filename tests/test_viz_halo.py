@@ -195,3 +195,24 @@ def test_after_bad_input_the_step_slider_keeps_the_old_frame_greyed():
     assert w.picture.value == stale and "gv-error" in w.message.value
     w.image.value = "12x16"
     assert _ok(w) and "gv-stale" not in w.picture.value and "step 0/" in w.picture.value
+
+
+def test_play_shows_play_again_as_soon_as_the_last_step_is_drawn():
+    """The browser's Play moves the linked step slider; at the last step the kernel pauses it,
+    so the button never shows "pause" over a finished animation."""
+    w = HaloWidget()
+    w.play.playing = True  # the learner pressed Play
+    for step in range(w.step.max):
+        w.step.value = step
+        assert w.play.playing and f"step {step}/" in w.picture.value
+    w.step.value = w.step.max
+    assert not w.play.playing and f"step {w.step.max}/{w.step.max}" in w.picture.value
+    w.play.repeat, w.play.playing = True, True  # a repeating animation goes round again
+    w.step.value = 0
+    w.step.value = w.step.max
+    assert w.play.playing
+    w.play.repeat = False
+    w.step.value = w.step.max - 1
+    w.rows.value = 1  # a shorter scene while playing near the end: its last step, paused
+    assert w.step.max < 6 and w.step.value == w.step.max and not w.play.playing
+    assert f"step {w.step.max}/{w.step.max}" in w.picture.value

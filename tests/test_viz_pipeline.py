@@ -10,17 +10,51 @@ from gspmd_viz.viz import pipeline_torus
 pipe = gv.pipeline
 
 
-def _bars(fig):
-    return next(t for t in fig.data if t.name == "actions")
+def _cells(fig):
+    """The actions heatmap: time edges, cell midpoints and codes (3*microbatch + kind)."""
+    grid = next(t for t in fig.data if t.name == "actions")
+    edges = np.asarray(grid.x, dtype=float)
+    return edges, (edges[:-1] + edges[1:]) / 2, np.asarray(grid.z, dtype=float)
 
 
 def test_gantt_draws_every_action_where_the_timeline_put_it():
     tl = pipe.simulate(pipe.schedule("interleaved-1f1b", stages=4, microbatches=8, virtual=2))
-    bars = _bars(view.gantt(tl))
-    assert len(bars.x) == len(tl.start)
-    assert np.array_equal(bars.base, tl.start) and np.allclose(bars.base + bars.x, tl.end)
-    assert np.array_equal(bars.marker.color, tl.schedule.microbatch)
-    assert {"", "/"} == set(bars.marker.pattern.shape)
+    s = tl.schedule
+    edges, mid, codes = _cells(view.gantt(tl))
+    for i in range(len(tl.start)):
+        inside = (mid > tl.start[i]) & (mid < tl.end[i])
+        assert inside.any() and (codes[s.stage[i], inside] == 3 * s.microbatch[i] + s.kind[i]).all()
+    assert not np.isnan(codes).any()  # the whole run: every cell an action or idle
+
+
+def test_grey_cells_are_the_bubble_of_the_closed_form():
+    tl = pipe.simulate(pipe.schedule("1f1b", stages=4, microbatches=8), 1.0, 2.0)
+    edges, _, codes = _cells(view.gantt(tl))
+    idle = ((codes == -1) * np.diff(edges)).sum() / (4 * tl.makespan)
+    assert idle == pytest.approx(pipe.bubble_fraction("1f1b", 4, 8, 1, 1.0, 2.0, 0.0))
+
+
+def test_colours_follow_the_microbatch_and_tell_f_b_w_and_the_bubble_apart():
+    from gspmd_viz.viz import pipeline_gantt as pg
+
+    tl = pipe.simulate(pipe.schedule("zb-h1", stages=4, microbatches=8), 1.0, 1.0, weight=1.0)
+    grid = next(t for t in view.gantt(tl).data if t.name == "actions")
+    n = len(grid.colorscale)
+
+    def colour(code):  # the colour the discrete scale gives `code` (zmin -1.5, zmax 3M - 0.5)
+        at = (code - grid.zmin) / (grid.zmax - grid.zmin)
+        return next(c for lo, c in grid.colorscale[::-1] if lo <= at)
+
+    assert n == 2 * (1 + 3 * 8)
+    assert colour(-1) == pg.IDLE
+    kinds = [[colour(3 * m + k) for k in range(3)] for m in range(8)]
+    assert len({c for row in kinds for c in row} | {pg.IDLE}) == 1 + 3 * 8
+    base = pg.microbatch_colours(8)
+    for m, (f, b, w) in enumerate(kinds):
+        r, g, bl = (int(v) for v in base[m][4:-1].split(","))
+        assert f == f"rgb({r},{g},{bl})"
+        lightness = [sum(int(v) for v in c[4:-1].split(",")) for c in (f, b, w)]
+        assert lightness[0] < lightness[1] < lightness[2]  # B lighter, W lighter still
 
 
 def test_a_frame_shows_only_what_has_started_and_the_memory_so_far():
@@ -28,10 +62,13 @@ def test_a_frame_shows_only_what_has_started_and_the_memory_so_far():
     times = view.frame_times(tl)
     assert times[0] == 0 and times[-1] == tl.makespan and len(times) <= view.MAX_FRAMES
     fig = view.gantt(tl, until=10.0)
-    bars = _bars(fig)
-    assert len(bars.x) == int((tl.start < 10.0).sum())
-    assert max(bars.base + bars.x) <= 10.0
-    memory = [t for t in fig.data if t.type == "scatter"]
+    edges, mid, codes = _cells(fig)
+    assert np.isnan(codes[:, mid > 10.0]).all() and not np.isnan(codes[:, mid < 10.0]).any()
+    s = tl.schedule
+    started = tl.start < 10.0
+    shown = {int(c) for c in codes[~np.isnan(codes)] if c >= 0}
+    assert shown == set(3 * s.microbatch[started] + s.kind[started])
+    memory = [t for t in fig.data if t.type == "scatter" and t.legendgroup == "memory"]
     assert len(memory) == 4 and all(max(t.x) == 10.0 for t in memory)
 
 
@@ -54,6 +91,30 @@ def test_parse_ratio():
 
 def _title(w):
     return w.figure.layout.title.text
+
+
+def _greyed(w) -> bool:
+    """The figure on screen is greyed by the gv-stale style the widget carries."""
+    return "gv-stale" in w.plot._dom_classes and any(
+        "gv-stale" in c.value for c in w.children if isinstance(c, type(w.message))
+    )
+
+
+def test_one_figure_per_change_and_none_for_a_bad_one():
+    w = view.PipelineWidget()
+    drawn = []
+    w.plot.observe(lambda ch: drawn.append(ch["new"]), "outputs")
+    changes = (("stages", 8), ("stages", 2), ("microbatches", 32), ("schedule", "gpipe"))
+    for control, value in changes:
+        drawn.clear()
+        getattr(w, control).value = value
+        assert len(drawn) == 1 and w.message.value == ""
+    w.frame.value = 0
+    drawn.clear()
+    w.virtual.value = 2  # gpipe has one chunk per stage: greyed by style, nothing redrawn
+    assert "one chunk per stage" in w.message.value and drawn == [] and _greyed(w)
+    w.schedule.value = "interleaved-1f1b"
+    assert len(drawn) == 1 and not _greyed(w) and "V=2" in _title(w)
 
 
 def test_widget_every_control_every_option_both_ends():
@@ -84,7 +145,7 @@ def test_widget_bad_combinations_show_inline_and_recover():
     w = view.PipelineWidget(schedule="gpipe")
     w.virtual.value = 2
     assert "one chunk per stage" in w.message.value
-    assert "stale" in _title(w) and all(t.opacity == 0.25 for t in w.figure.data)
+    assert _greyed(w)
     w.schedule.value = "interleaved-1f1b"
     assert w.message.value == "" and "V=2" in _title(w)
     w.microbatches.value = 6
@@ -106,7 +167,7 @@ def test_widget_bad_combinations_show_inline_and_recover():
     w.microbatches.value = 2
     assert "microbatches &gt;= 4" in w.message.value
     w.microbatches.value = 8
-    assert w.message.value == "" and all(t.opacity is None for t in w.figure.data)
+    assert w.message.value == "" and not _greyed(w)
 
 
 def test_static_svg_has_one_rectangle_per_action_and_per_stage():
@@ -123,8 +184,18 @@ def test_widget_state_syncs_and_frames_stay_greyed_after_bad_input():
     w.add_class("gv-test")  # the VBox's own state reaches the browser (a method named _send
     assert "gv-test" in w._dom_classes  # once shadowed ipywidgets' and broke every sync)
     w.ratio.value = "1:x"
-    assert "F:B:W" in w.message.value and "stale" in _title(w) and "gv-stale" in w.summary.value
+    assert "F:B:W" in w.message.value and _greyed(w) and "gv-stale" in w.summary.value
     w.frame.value = 0  # used to redraw the old timeline un-greyed under the error message
-    assert "stale" in _title(w) and all(t.opacity == 0.25 for t in w.figure.data)
+    assert _greyed(w) and "time 33 of" in _title(w)
     w.ratio.value = "1:2"
-    assert w.message.value == "" and "stale" not in _title(w) and "gv-stale" not in w.summary.value
+    assert w.message.value == "" and not _greyed(w) and "gv-stale" not in w.summary.value
+
+
+def test_play_pauses_when_the_last_frame_is_drawn():
+    w = view.PipelineWidget()
+    w.frame.value = 0
+    w.play.playing = True
+    w.frame.value = w.frame.max - 1
+    assert w.play.playing
+    w.frame.value = w.frame.max
+    assert not w.play.playing and f"time {w.timeline.makespan:.4g} of" in _title(w)

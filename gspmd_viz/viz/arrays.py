@@ -8,6 +8,8 @@ bytes, coloured like the block it holds. Unlike jax.debug.visualize_array_shardi
 for any rank and for thousands of devices (labels give way to hover text when blocks get small).
 """
 
+import functools
+import json
 from itertools import product
 
 import numpy as np
@@ -128,23 +130,21 @@ def layout_figure(sharding: Sharding, shape, dtype="float32", title: str | None 
     facets = _facets(tiles, lead)
     n_cols = min(tiles[lead - 1], MAX_FACETS) if lead else 1
     n_rows = len(facets) // n_cols
-    fig = make_subplots(
-        rows=n_rows + 1,
-        cols=n_cols,
-        specs=[[{}] * n_cols] * n_rows + [[{"colspan": n_cols}] + [None] * (n_cols - 1)],
-        row_heights=[1.0] * n_rows + [0.45 * max(1, n_rows) ** 0.5],
-        subplot_titles=[_facet_title(sharding, shape, key) if lead else "" for key in facets],
-        vertical_spacing=90 / _height(ndim, n_rows),
-        horizontal_spacing=min(0.06, 0.3 / n_cols),
-    )
+    skeleton, axes = _subplot_grid(n_rows, n_cols, ndim)
+    layout = json.loads(skeleton)
+    if lead:  # subplot titles, facet by facet
+        for note, key in zip(layout["annotations"], facets, strict=True):
+            note["text"] = _facet_title(sharding, shape, key)
+    data: list[dict] = []
     all_blocks = blocks(sharding, shape)
     padded = tuple(sharding.shard_shape(shape)[d] * tiles[d] for d in range(ndim))
     for f, key in enumerate(facets):
         row, col = f // n_cols + 1, f % n_cols + 1
         cells = [b for b in all_blocks if b.index[:lead] == key]
-        _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, row == n_rows)
-    _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, n_rows + 1)
-    fig.update_layout(
+        facet = _Panel(data, layout, *axes[row, col])
+        _draw_facet(facet, sharding, shape, padded, cells, col, itemsize, row == n_rows)
+    _draw_bytes(_Panel(data, layout, *axes[n_rows + 1, 1]), sharding, all_blocks, tiles, itemsize)
+    layout.update(
         title=_title(sharding, shape, dtype, title),
         height=_height(ndim, n_rows),
         width=max(640, min(1200, 260 * n_cols + 120)),
@@ -152,111 +152,140 @@ def layout_figure(sharding: Sharding, shape, dtype="float32", title: str | None 
         plot_bgcolor="white",
         showlegend=False,
     )
-    return fig
+    # plain dicts, unvalidated: plotly's property validation took ~200 ms of a ~250 ms redraw
+    # (test_viz_arrays checks that validating the result changes nothing)
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def _draw_facet(fig, sharding, shape, padded, cells, row, col, itemsize, bottom) -> None:
+@functools.lru_cache(maxsize=64)
+def _subplot_grid(n_rows: int, n_cols: int, ndim: int) -> tuple[str, dict]:
+    """make_subplots' layout (JSON; facet titles as placeholders) and each subplot's axes:
+    facets in n_rows x n_cols, the bytes panel spanning the row beneath."""
+    grid = make_subplots(
+        rows=n_rows + 1,
+        cols=n_cols,
+        specs=[[{}] * n_cols] * n_rows + [[{"colspan": n_cols}] + [None] * (n_cols - 1)],
+        row_heights=[1.0] * n_rows + [0.45 * max(1, n_rows) ** 0.5],
+        subplot_titles=["facet"] * (n_rows * n_cols) if ndim > 2 else None,
+        vertical_spacing=90 / _height(ndim, n_rows),
+        horizontal_spacing=min(0.06, 0.3 / n_cols),
+    )
+    cells = [(r, c) for r in range(1, n_rows + 1) for c in range(1, n_cols + 1)]
+    axes = {}
+    for row, col in [*cells, (n_rows + 1, 1)]:
+        sub = grid.get_subplot(row, col)
+        axes[row, col] = (sub.xaxis.plotly_name, sub.yaxis.plotly_name)
+    return grid.layout.to_json(), axes
+
+
+class _Panel:
+    """One subplot of a figure being built as dicts: add traces to it, set its axes."""
+
+    def __init__(self, data: list, layout: dict, xaxis: str, yaxis: str):
+        self.data, self.layout, self.xaxis, self.yaxis = data, layout, xaxis, yaxis
+
+    def add(self, kind: str, **trace) -> None:
+        """A trace; properties given as None are left unset (plotly's meaning of None)."""
+        ref = {"xaxis": "x" + self.xaxis[5:], "yaxis": "y" + self.yaxis[5:]}  # xaxis3 -> x3
+        self.data.append({"type": kind, **_set(trace), **ref})
+
+    def axes(self, x: dict, y: dict) -> None:
+        """Set the axes; fixed margins (the template's automargin made plotly.js lay the
+        figure out twice per draw: ~45 of ~70 ms for 8 devices)."""
+        self.layout[self.xaxis].update(_set(x), automargin=False)
+        self.layout[self.yaxis].update(_set(y), automargin=False)
+
+
+def _set(props: dict) -> dict:
+    return {k: v for k, v in props.items() if v is not None}
+
+
+def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) -> None:
     ndim, tiles = len(shape), sharding.tiles(len(shape))
     grid = _grid(cells, tiles, ndim, itemsize)
     x = _edges(sharding, shape, ndim - 1)
     y = _edges(sharding, shape, ndim - 2) if ndim >= 2 else [0, 1]
     labels = grid["z"].size <= MAX_LABELS
-    fig.add_trace(
-        go.Heatmap(
-            z=grid["z"],
-            x=x,
-            y=y,
-            text=grid["text"],
-            # big facets hover the device list only: the long per-block text would cost the
-            # 4096-device frame ~0.5 MB
-            customdata=grid["hover"] if labels else None,
-            hovertemplate="%{customdata}<extra></extra>"
-            if labels
-            else "devices %{text}<extra></extra>",
-            colorscale=_colorscale(),
-            zmin=-0.5,
-            zmax=len(PALETTE) - 0.5,
-            showscale=False,
-            xgap=1.5 if labels else 0,
-            ygap=1.5 if labels else 0,
-        ),
-        row=row,
-        col=col,
+    panel.add(
+        "heatmap",
+        z=grid["z"],
+        x=x,
+        y=y,
+        text=grid["text"],
+        # big facets hover the device list only: the long per-block text would cost the
+        # 4096-device frame ~0.5 MB
+        customdata=grid["hover"] if labels else None,
+        hovertemplate=("%{customdata}" if labels else "devices %{text}") + "<extra></extra>",
+        colorscale=_colorscale(),
+        zmin=-0.5,
+        zmax=len(PALETTE) - 0.5,
+        showscale=False,
+        xgap=1.5 if labels else 0,
+        ygap=1.5 if labels else 0,
     )
     for x0, x1, y0, y1 in _padding_rects(shape, padded):
-        fig.add_trace(
-            go.Scatter(
-                x=[x0, x1, x1, x0, x0],
-                y=[y0, y0, y1, y1, y0],
-                mode="lines",
-                fill="toself",
-                line={"width": 0},
-                fillcolor=PAD_FILL,
-                fillpattern={"shape": "/", "fgcolor": "white", "bgcolor": PAD_FILL, "size": 8},
-                hoverinfo="skip",
-                name="padding",
-            ),
-            row=row,
-            col=col,
+        panel.add(
+            "scatter",
+            x=[x0, x1, x1, x0, x0],
+            y=[y0, y0, y1, y1, y0],
+            mode="lines",
+            fill="toself",
+            line={"width": 0},
+            fillcolor=PAD_FILL,
+            fillpattern={"shape": "/", "fgcolor": "white", "bgcolor": PAD_FILL, "size": 8},
+            hoverinfo="skip",
+            name="padding",
         )
     if labels:  # drawn last, so padding hatching never covers a device label
-        fig.add_trace(_labels(cells, ndim), row=row, col=col)
-    fig.update_xaxes(
-        range=[0, x[-1]], tickvals=x if len(x) <= 17 else None, showgrid=False,
-        title_text=_axis_title(sharding, shape, ndim - 1) if bottom else None,
-        row=row, col=col,
-    )  # fmt: skip
-    fig.update_yaxes(
-        range=[y[-1], 0], tickvals=y if len(y) <= 17 else None, showgrid=False,
-        showticklabels=ndim >= 2,
-        title_text=_axis_title(sharding, shape, ndim - 2) if ndim >= 2 and col == 1 else None,
-        row=row, col=col,
-    )  # fmt: skip
+        panel.add("scatter", **_labels(cells, ndim))
+    x_axis = {"range": [0, x[-1]], "tickvals": x if len(x) <= 17 else None, "showgrid": False}
+    y_axis = {"range": [y[-1], 0], "tickvals": y if len(y) <= 17 else None, "showgrid": False,
+              "showticklabels": ndim >= 2}  # fmt: skip
+    if bottom:
+        x_axis["title"] = {"text": _axis_title(sharding, shape, ndim - 1)}
+    if ndim >= 2 and col == 1:
+        y_axis["title"] = {"text": _axis_title(sharding, shape, ndim - 2)}
+    panel.axes(x_axis, y_axis)
 
 
-def _labels(cells: list[Block], ndim: int) -> go.Scatter:
+def _labels(cells: list[Block], ndim: int) -> dict:
     """Device labels at the centre of each block's real data (of its padding if it has none)."""
 
     def centre(b: Block, d: int) -> float:
         stop = b.stop[d] if b.stop[d] > b.start[d] else b.padded_stop[d]
         return (b.start[d] + stop) / 2
 
-    return go.Scatter(
-        x=[centre(b, ndim - 1) for b in cells],
-        y=[centre(b, ndim - 2) if ndim >= 2 else 0.5 for b in cells],
-        text=[device_label(b.devices, limit=4) for b in cells],
-        mode="text",
-        textfont={"size": 12, "color": "#111"},
-        hoverinfo="skip",
-        name="device labels",
-    )
+    return {
+        "x": [centre(b, ndim - 1) for b in cells],
+        "y": [centre(b, ndim - 2) if ndim >= 2 else 0.5 for b in cells],
+        "text": [device_label(b.devices, limit=4) for b in cells],
+        "mode": "text",
+        "textfont": {"size": 12, "color": "#111"},
+        "hoverinfo": "skip",
+        "name": "device labels",
+    }
 
 
-def _draw_bytes(fig, sharding, all_blocks, tiles, itemsize, row) -> None:
+def _draw_bytes(panel, sharding, all_blocks, tiles, itemsize) -> None:
     """Bar per device: bytes of real data it holds, coloured like its block."""
     held = {d: b for b in all_blocks for d in b.devices}
     devices = list(range(sharding.mesh.size))
-    fig.add_trace(
-        go.Bar(
-            x=np.arange(len(devices)),
-            y=np.array([held[d].size * itemsize for d in devices]),
-            marker={  # colour numbers through the blocks' colour scale: no 4096 colour strings
-                "color": np.array([colour_index(held[d], tiles) for d in devices]),
-                "colorscale": _colorscale(),
-                "cmin": -0.5,
-                "cmax": len(PALETTE) - 0.5,
-                "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},
-            },
-            customdata=np.array([held[d].box() for d in devices], dtype=object),
-            hovertemplate="device %{x}: %{y} B of block %{customdata}<extra></extra>",
-            name="bytes",
-        ),
-        row=row,
-        col=1,
+    panel.add(
+        "bar",
+        x=np.arange(len(devices)),
+        y=np.array([held[d].size * itemsize for d in devices]),
+        marker={  # colour numbers through the blocks' colour scale: no 4096 colour strings
+            "color": np.array([colour_index(held[d], tiles) for d in devices]),
+            "colorscale": _colorscale(),
+            "cmin": -0.5,
+            "cmax": len(PALETTE) - 0.5,
+            "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},
+        },
+        customdata=np.array([held[d].box() for d in devices], dtype=object),
+        hovertemplate="device %{x}: %{y} B of block %{customdata}<extra></extra>",
+        name="bytes",
     )
     every = {"tickmode": "array", "tickvals": devices} if len(devices) <= 64 else {}
-    fig.update_xaxes(
-        title_text="device id", tickfont={"size": 9 if len(devices) > 32 else 12},
-        range=[-0.5, len(devices) - 0.5], row=row, col=1, **every,
-    )  # fmt: skip
-    fig.update_yaxes(title_text="bytes of data", rangemode="tozero", row=row, col=1)
+    x_axis = {"title": {"text": "device id"}, "tickfont": {"size": 9 if len(devices) > 32 else 12},
+              "range": [-0.5, len(devices) - 0.5], **every}  # fmt: skip
+    panel.axes(x_axis, {"title": {"text": "bytes of data"}, "rangemode": "tozero"})

@@ -16,6 +16,7 @@ from gspmd_viz.core.halo import HaloPlan
 from gspmd_viz.units import format_bytes
 from gspmd_viz.viz.halo_draw import Scene, scene, svg
 from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
+from gspmd_viz.viz.playback import pause_at_end
 
 SHARDS = (1, 2, 3, 4, 8)
 MAX_SIDE = 64  # image rows / columns the picture stays readable with
@@ -119,6 +120,7 @@ class HaloWidget(widgets.VBox):
         self.play = widgets.Play(interval=900, min=0, max=1, description="play")
         self.step = widgets.IntSlider(min=0, max=1, description="step")
         widgets.jslink((self.play, "value"), (self.step, "value"))
+        pause_at_end(self.play, self.step)
         self.message, self.words, self.picture = widgets.HTML(), widgets.HTML(), widgets.HTML()
         self.scene: Scene | None = None
         self.svg = ""

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import html
 
-from plotly.colors import sample_colorscale
-
 from gspmd_viz import pipeline as pipe
+from gspmd_viz.viz.pipeline_gantt import SHADE, microbatch_colours
 
 _ROW, _LEFT, _WIDTH = 26, 64, 720
-_SHADE = {"F": 1.0, "B": 0.6, "W": 0.35}  # fill opacity by kind
 
 
 def gantt_svg(tl: pipe.PipelineTimeline, caption: str = "") -> str:
     """The whole timeline as an <svg> string (deterministic: nbval compares it)."""
     s = tl.schedule
     scale = _WIDTH / tl.makespan
-    colours = sample_colorscale("Turbo", [m / max(s.microbatches - 1, 1)
-                                          for m in range(s.microbatches)])  # fmt: skip
+    colours = microbatch_colours(s.microbatches)
     height = s.stages * _ROW + 44
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LEFT + _WIDTH + 10}" '
              f'height="{height}" font-family="sans-serif" font-size="11">']  # fmt: skip
@@ -35,7 +32,7 @@ def gantt_svg(tl: pipe.PipelineTimeline, caption: str = "") -> str:
         kind = s.kind_names[k]
         parts.append(
             f'<rect x="{x:.1f}" y="{20 + st * _ROW}" width="{w:.1f}" height="{_ROW - 4}" '
-            f'fill="{colours[m]}" fill-opacity="{_SHADE[kind]}" stroke="white" '
+            f'fill="{colours[m]}" fill-opacity="{SHADE[kind]}" stroke="white" '
             f'stroke-width="0.5"><title>{kind}{m}</title></rect>'
         )
     text = caption or (f"{s.name}, S={s.stages}, M={s.microbatches}, V={s.virtual}: bubble "
