@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec
 
 from gspmd_viz.core.combine import combinable, combined_gather
 from gspmd_viz.core.devices import require_devices
-from gspmd_viz.core.halo_exchange import window_ready
+from gspmd_viz.core.halo_exchange import return_halo, window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.sharding import Sharding, spec_entry
@@ -56,6 +56,9 @@ def _run_const(ins: Const, env) -> None:
 
 
 def _run_halo(ins: Halo, env) -> None:
+    if ins.returned:  # [.., span, ..] -> the exchange backwards, added home -> [.., shard, ..]
+        env[ins.dst] = return_halo(env[ins.src], ins.splits)
+        return
     # [.., shard, ..] -> collective-permutes, concat, dynamic_slice -> [.., window-ready, ..]
     fill = env[ins.fill] if isinstance(ins.fill, str) else ins.fill  # pad's value: a buffer
     fill = fill.value if isinstance(fill, Literal) else fill

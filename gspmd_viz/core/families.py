@@ -242,8 +242,9 @@ def _window_dims(b: Builder, n: int, m: int, windowed: bool):
 
 
 def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
-    """Spatial dims (by position) of an ungrouped conv whose window is wider than its output,
-    as in a kernel gradient (the window is the output gradient, the output the kernel's size).
+    """Spatial dims (by position) of an ungrouped conv whose window is at least twice as wide as
+    its output, as in a kernel gradient (the window is the output gradient, the output the
+    kernel's size; narrower windows are cheaper with halos around the output).
     Split, such a dim is a sum over shards of window taps, each shard reading its own input
     rows plus a halo, not halos around output rows.  # XLA: convolution_handler.cc, a conv
     partitioned on its window dims then all-reduced"""
@@ -251,7 +252,7 @@ def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
         return frozenset()
     dn = params["dimension_numbers"]
     pairs = zip(dn.rhs_spec[2:], dn.out_spec[2:], strict=True)
-    return frozenset(k for k, (r, o) in enumerate(pairs) if rhs_shape[r] > out_shape[o])
+    return frozenset(k for k, (r, o) in enumerate(pairs) if rhs_shape[r] >= 2 * out_shape[o])
 
 
 def conv(eqn) -> FactorRule:
@@ -298,6 +299,16 @@ def reduce_window(eqn) -> FactorRule:
     windows = zip(src, out, *(p[k] for k in keys), strict=True)
     dims = [_window_dims(b, n, m, _moves_data(w, s, pad, dil)) for n, m, w, s, pad, dil in windows]
     return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
+
+
+def select_and_scatter_add(eqn) -> FactorRule:
+    """source (one value per window), operand and result share each dim's factor: windowed where
+    the window moves data (the operand's halos go out, the result's come back)."""
+    b = Builder()
+    ((src, operand), _), p = shapes(eqn), eqn.params
+    keys = zip(operand, src, p["window_dimensions"], p["window_strides"], p["padding"], strict=True)
+    dims = [_window_dims(b, n, m, _moves_data(w, s, pad, 1))[0] for n, m, w, s, pad in keys]
+    return b.rule([dims, dims], [dims])
 
 
 def loop_slice(eqn) -> FactorRule:

@@ -174,6 +174,34 @@ def window_ready(x, splits, pad_value):
     return x
 
 
+def _return_one(y, split: SpatialSplit):
+    """[.., span, ..] (element start(i) + k at k) -> [.., n, ..]: each transfer of the exchange
+    runs backwards, and what a shard computed for its neighbour's elements is added there."""
+    plan, dim, n = split.plan, split.dim, split.plan.shard_size
+    lefts = [n * i - r.start for i, r in enumerate(plan.needs)]  # where own element 0 sits
+    margin = n + max(abs(v) for v in (*lefts, *plan.right, plan.ready_span))
+    config = [(0, 0, 0)] * y.ndim
+    config[dim] = (margin, margin, 0)
+    padded = jax.lax.pad(y, jnp.zeros((), y.dtype), config)
+    left = _table(lefts, jax.lax.axis_index(split.axis))
+    own = jax.lax.dynamic_slice_in_dim(padded, left + margin, n, axis=dim)
+    for t in plan.transfers:  # the receiver holds the sender's [lo, hi) at `at` past its own 0
+        piece = jax.lax.dynamic_slice_in_dim(padded, left + margin + t.at, t.size, axis=dim)
+        got = permute_blocks(piece, split.axis, [(dst, src) for src, dst in t.pairs])
+        mine = jax.lax.slice_in_dim(own, t.lo, t.hi, axis=dim)
+        own = jax.lax.dynamic_update_slice_in_dim(own, mine + got, t.lo, axis=dim)
+    return own
+
+
+def return_halo(y, splits):
+    """The exchange transposed: a window-ready result (one scattered value per window) ->
+    the local shard, halo contributions added to the shards that own them. Dims in reverse
+    order, so the corners travel back with the first dim.  # XLA: HandleSelectAndScatter"""
+    for split in reversed(splits):
+        y = _return_one(y, split)
+    return y
+
+
 def halo_permutes(splits, local_shape, dtype, source: str = "") -> tuple[HaloPermute, ...]:
     """Every collective-permute `window_ready` issues, with its per-device piece shape."""
     shape, out = list(local_shape), []

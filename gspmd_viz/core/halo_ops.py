@@ -127,6 +127,14 @@ def _pick_real(*shifted, **params):
     return functools.reduce(jnp.maximum, [s for s in shifted if s.size])  # empty: no element
 
 
+def _scatter_windows(eqn, operand: int = 0) -> dict[int, Window]:
+    """select_and_scatter_add (a max-pooling gradient): the operand's dims, windowed as the
+    pooling whose windows the source has one value for."""
+    p = eqn.params
+    keys = zip(p["window_dimensions"], p["window_strides"], p["padding"], strict=True)
+    return {d: Window(w, s, 1, 1, tuple(pad), d, d) for d, (w, s, pad) in enumerate(keys)}
+
+
 class Windowed(NamedTuple):
     reader: Callable  # (eqn, operand) -> {dim: Window}
     fill: object  # what a window reads where there is no data (XLA: the init value)
@@ -135,9 +143,12 @@ class Windowed(NamedTuple):
     # halos that cover the dim: gather instead (XLA's rule for convs, HaloPlan.gather_instead);
     # a shift's rounds carry only what crosses a boundary, and the cost model compares
     wide_halos_gather: bool = True
+    halo_operand: int = 0  # the operand whose halos are exchanged (when not every operand)
+    returns: bool = False  # the result is window-ready too: its halo goes back to its owners
 
 
 OPERAND_1, LOWEST = "operand 1", "lowest"  # fills: pad's operand 1; the dtype's lowest value
+HIGHEST, SELECTED = "highest", "never selected"  # the dtype's highest; LOWEST for ge, else HIGHEST
 SHIFTS = {
     "pad": Windowed(_pad_windows, OPERAND_1, wide_halos_gather=False),
     "slice": Windowed(_slice_windows, 0, wide_halos_gather=False),
@@ -152,14 +163,19 @@ WINDOWED = {
 }
 
 
+SCATTERED = {
+    "select_and_scatter_add": Windowed(_scatter_windows, SELECTED, False, None, True, 1, True)
+}
+READERS = WINDOWED | SHIFTS | SCATTERED
+
+
 def _reader(eqn):
     name = eqn.primitive.name
-    if name not in WINDOWED and name not in SHIFTS:
+    if name not in READERS:
         raise ValueError(
-            f"{name} is not a windowed op; halo exchange partitions "
-            f"{', '.join([*WINDOWED, *SHIFTS])}"
+            f"{name} is not a windowed op; halo exchange partitions {', '.join(READERS)}"
         )
-    return WINDOWED[name] if name in WINDOWED else SHIFTS[name]
+    return READERS[name]
 
 
 def window_of(eqn, operand: int = 0) -> dict[int, Window]:
@@ -168,16 +184,26 @@ def window_of(eqn, operand: int = 0) -> dict[int, Window]:
 
 
 def pad_value(eqn):
-    """What windows read outside the input: a constant, OPERAND_1 (pad's) or LOWEST."""
-    return _reader(eqn).fill
+    """What windows read outside the input: a constant, OPERAND_1 (pad's), LOWEST or HIGHEST
+    (what a select never picks)."""
+    fill = _reader(eqn).fill
+    if fill == SELECTED:
+        return LOWEST if eqn.params["select_prim"].name in ("ge", "gt") else HIGHEST
+    return fill
 
 
 def halo_operands(eqn) -> tuple[int, ...]:
-    """The operands whose halos are exchanged (operand 0, or every non-empty one of a
+    """The operands whose halos are exchanged (one, or every non-empty one of a
     concatenation: `jnp.roll(x, 0)` concatenates x with an empty slice)."""
-    if not _reader(eqn).every_operand:
-        return (0,)
+    reader = _reader(eqn)
+    if not reader.every_operand:
+        return (reader.halo_operand,)
     return tuple(k for k, v in enumerate(eqn.invars) if v.aval.size)
+
+
+def returns_halo(eqn) -> bool:
+    """Is the result window-ready too (halo contributions to send back and add)?"""
+    return _reader(eqn).returns
 
 
 def wide_halos_gather(eqn) -> bool:
@@ -218,7 +244,12 @@ def _local_dynamic_slice(p: dict, eqn, split) -> None:
     p["slice_sizes"] = _replace(p["slice_sizes"], split.dim, split.plan.windows_per_shard)
 
 
+def _local_scatter(p: dict, eqn, split) -> None:
+    p["padding"] = _replace(tuple(map(tuple, p["padding"])), split.dim, (0, 0))
+
+
 LOCAL = {name: _no_padding for name in WINDOWED} | {
+    "select_and_scatter_add": _local_scatter,
     "pad": _local_pad,
     "slice": _local_slice,
     "dynamic_slice": _local_dynamic_slice,

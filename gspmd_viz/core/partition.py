@@ -154,16 +154,15 @@ class Partitioner:
             fetch = self.fetch if isinstance(v, Value) else self.literal
             ins.append(fetch(v, target, eqn))
             masks += self.masks(q, fa, i, target)
-        splits = {k: q.halo_splits(fa, k) for k in q.halo_operands}
-        for k, split in splits.items():
-            if split:
-                ins[k] = self.halo(eqn, ins, k, op_shardings[k], split)
+        splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
         compute = self.compute(q, ins, tuple(op_shardings), results, masks)
-        if splits.get(0):  # the op runs on window-ready input: no padding, no base dilation
-            params = halo_ops.local_params(eqn.eqn, splits[0], compute.params)
+        if splits:  # the op runs on window-ready input: no padding, no base dilation
+            params = halo_ops.local_params(eqn.eqn, splits, compute.params)
             local_op = halo_ops.local_op(eqn.eqn)
             compute = dataclasses.replace(compute, params=params, local_op=local_op)
+            if halo_ops.returns_halo(eqn.eqn):
+                compute = self.return_halo(eqn, compute, splits, results[0])
         red = q.reduction_axes(fa)
         partial = q.combine in ("max", "min") and red
         if partial:  # its results hold partial maxima (minima) until the Combine below
@@ -174,6 +173,30 @@ class Partitioner:
         if partial:
             for v, s in zip(eqn.outputs, results, strict=True):
                 self.combine(v, s, q.combine, red, eqn)
+
+    def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
+        """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`
+        replaced); returns the splits of its window-ready input, () for none."""
+        found = ()
+        for k in q.halo_operands:
+            split = q.halo_splits(fa, k)
+            if split:
+                ins[k] = self.halo(eqn, ins, k, op_shardings[k], split)
+                found = found or split
+        return found
+
+    def return_halo(self, eqn: Equation, compute: Compute, splits, sharding: Sharding):
+        """The op leaves a window-ready result (select_and_scatter_add): it goes to a buffer of
+        its own, and the exchange backwards adds its halo to the shards that own it."""
+        v = eqn.outputs[0]
+        ready = self.fresh(v.name)
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        shape = list(sharding.shard_shape(v.shape))
+        for split in splits:
+            shape[split.dim] = split.plan.ready_span
+        self.instructions.append(dataclasses.replace(compute, outs=(ready,), ready=tuple(shape)))
+        back = Halo(v, ready, v.name, splits, sharding, 0.0, source, eqn, returned=True)
+        return back
 
     def note_gathers(self, eqn: Equation, q: EquationSplit, fa: FactorAxes) -> None:
         """Say why an equation's operands are gathered when no rule or no halo can split it."""
@@ -216,8 +239,9 @@ class Partitioner:
             # not lookups; operand 0's halo exchange fills its own padding
             kinds = ("reduction",) if i == 0 else ("reduction", "windowed-sum")
             reduced = any(q.rule.factors[f].kind in kinds for f in fs)
-            if axes and reduced and v.shape[d] % target.dim_shards(d):
-                fill = lower.identity_element(q.combine, v.dtype)
+            zeroed = i in entry_for(q.eqn).zero_padding
+            if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
+                fill = lower.identity_element(q.combine or "sum", v.dtype)
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))
         return out
 
@@ -226,8 +250,13 @@ class Partitioner:
         v, fill = eqn.inputs[k], halo_ops.pad_value(eqn.eqn)
         if fill == halo_ops.OPERAND_1:  # pad's padding value: a buffer name or a Literal
             fill = ins[1]
-        elif fill == halo_ops.LOWEST:  # a concatenation picks the real element by max
-            fill = lower.identity_element("max", v.dtype)
+        elif fill in (halo_ops.LOWEST, halo_ops.HIGHEST):  # what max (min) never picks
+            fill = lower.identity_element("max" if fill == halo_ops.LOWEST else "min", v.dtype)
+        key = (ins[k], splits, _fill_key(fill))
+        for done in self.instructions:  # the same exchange already made here (a max pool's
+            # gradient reads the operand its forward pooling read): reuse it
+            if isinstance(done, Halo) and (done.src, done.splits, _fill_key(done.fill)) == key:
+                return done.dst
         dst = self.fresh(v.name)
         source = f"eqn {eqn.index} {eqn.primitive}"
         self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source, eqn))
@@ -279,6 +308,13 @@ class Partitioner:
             else:
                 outputs.append(v)
         return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+
+
+def _fill_key(fill):
+    """A pad value to compare: a buffer name, a literal's text, or the number."""
+    return (
+        fill if isinstance(fill, str) else repr(fill) if isinstance(fill, Literal) else float(fill)
+    )
 
 
 def partition(prop) -> "SPMDProgram":

@@ -50,6 +50,7 @@ class Entry:
     halo: bool = False
     local_groups: Callable[..., dict] | None = None
     identity: bool = False
+    zero_padding: tuple[int, ...] = ()  # operands whose padded (uneven) shards must read 0
     known: bool = True
     edge: bool = False
 
@@ -110,6 +111,12 @@ def _conv_halo_free(eqn) -> dict[int, int]:
     out = eqn.outputs[0].shape
     contracted = families.contracted_windows(p, eqn.inputs[1].shape, out)
     return {d: s for d, s in free.items() if dn.lhs_spec.index(d) - 2 not in contracted}
+
+
+def _scatter_halo_free(eqn) -> dict[int, int]:
+    p, n = eqn.params, len(eqn.params["window_dimensions"])
+    keys = p["window_dimensions"], p["window_strides"], p["padding"], [(1, 1)] * n
+    return _window_halo_free(range(n), *keys)
 
 
 def _conv_local_groups(eqn, operand_locals) -> dict:
@@ -180,6 +187,13 @@ register(
     halo_free_dims=_conv_halo_free,
     halo=True,
     local_groups=_conv_local_groups,
+)
+register(
+    "select_and_scatter_add",
+    families.select_and_scatter_add,
+    halo_free_dims=_scatter_halo_free,
+    halo=True,
+    zero_padding=(0,),  # a padding window must scatter nothing
 )
 register(
     "reduce_window_sum reduce_window_max reduce_window_min",

@@ -48,6 +48,7 @@ class Compute:
     lookup: object = None
     local_op: object = None  # runs instead of the primitive (halo_ops.local_op)
     partial: str = ""  # "{max over x}": its results hold partial maxima until a Combine
+    ready: tuple = ()  # a window-ready result's local shape (its halo goes back after)
 
     def text(self) -> str:
         e = self.eqn
@@ -55,6 +56,9 @@ class Compute:
             f"{n}:{local_type(s, v)}{self.partial}"
             for n, s, v in zip(self.outs, self.shardings, e.outputs, strict=True)
         )
+        if self.ready:
+            dims = ",".join(map(str, self.ready))
+            outs = f"{self.outs[0]}:{short_dtype(e.outputs[0].dtype)}[{dims}]"
         ins = " ".join(a if isinstance(a, str) else repr(a) for a in self.ins)
         ops = ", ".join(
             v.type_text(s) if isinstance(v, Value) else repr(v)
@@ -131,6 +135,7 @@ class Halo:
     fill: object  # what windows read outside the input (the op's pad value)
     source: str
     consumer: Equation | None = None  # the windowed equation
+    returned: bool = False  # the exchange backwards: a window-ready result's halo added home
 
     @property
     def permutes(self):
@@ -147,10 +152,13 @@ class Halo:
         for s in self.splits:
             shape[s.dim] = s.plan.ready_span
         axes = ",".join(a for s in self.splits for a in s.split_axes)
+        if self.returned:
+            shape = list(self.sharding.shard_shape(self.value.shape))
         head = f"{self.dst}:{short_dtype(self.value.dtype)}[{','.join(map(str, shape))}]"
         sent = format_bytes(sum(p.bytes_per_sender for p in self.permutes))
         cost = f"{len(self.permutes)} collective-permutes, {sent}"
-        return _comment(f"{head} = halo-exchange({axes}) {self.src}", cost)
+        op = "halo-return" if self.returned else "halo-exchange"
+        return _comment(f"{head} = {op}({axes}) {self.src}", cost)
 
 
 @dataclasses.dataclass(frozen=True)
