@@ -17,9 +17,10 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      halo arithmetic, the per-device exchange, windowed ops
                                      per dim, and whole spatially split conv nets
   reshard      moves reshard         the single steps between shardings; the cheapest plan
-  execute      spmd lower kernels combine execute
+  execute      spmd lower kernels reduce_combine combine execute
                                      per-device instructions as data and text, local
-                                     lowering, the kernels one device runs, all-gather
+                                     lowering, the kernels one device runs, reductions
+                                     combined right away (max, argmax), all-gather
                                      combining, and running instructions from a table
   partition    split regions partition
                                      choosing each equation's split; loops partitioned
@@ -30,6 +31,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 
 Module order: devices mesh hlo sharding annotate values builder program factors families
 families_indexed registry propagation propagate collective halo halo_exchange halo_ops
-halo_program moves reshard spmd lower kernels combine execute split regions partition pipeline
-training
+halo_program moves reshard spmd lower kernels reduce_combine combine execute split regions
+partition pipeline training
 """

@@ -19,6 +19,7 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.halo_exchange import window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
+from gspmd_viz.core.reduce_combine import ArgCombine, run_arg_combine
 from gspmd_viz.core.sharding import Sharding, spec_entry
 from gspmd_viz.core.spmd import (
     Combine,
@@ -111,6 +112,7 @@ RUN = {
     Compute: _run_compute,
     Reshard: _run_reshard,
     Combine: _run_combine,
+    ArgCombine: run_arg_combine,
     Const: _run_const,
     Halo: _run_halo,
     RunLoop: _run_loop,

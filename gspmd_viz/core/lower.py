@@ -21,7 +21,8 @@ GLOBAL_SHARDING_PARAMS = ("sharding", "out_sharding")
 
 
 def identity_element(combine: str, dtype):
-    dtype = np.dtype(dtype)
+    """What padding holds so a reduction never picks it (argmax pads like max)."""
+    dtype, combine = np.dtype(dtype), combine.removeprefix("arg")
     if combine == "sum":
         return np.zeros((), dtype)
     if jax.dtypes.issubdtype(dtype, np.floating):  # bfloat16 too (numpy does not know it)

@@ -15,12 +15,11 @@ Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 """
 
 import dataclasses
-import math
 
 from gspmd_viz.core import halo_ops, lower, regions
-from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
+from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
@@ -125,15 +124,14 @@ class Partitioner:
             local_op = halo_ops.local_op(eqn.eqn)
             compute = dataclasses.replace(compute, params=params, local_op=local_op)
         red = q.reduction_axes(fa)
-        partial = q.combine in ("max", "min") and red
+        partial = q.combine in RIGHT_AWAY and red
         if partial:  # its results hold partial maxima (minima) until the Combine below
             compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
         if partial:
-            for v, s in zip(eqn.outputs, results, strict=True):
-                self.combine(v, s, q.combine, red, eqn)
+            self.combine(eqn, results[0], q.combine, red, (ins[0], op_shardings[0]))
 
     @staticmethod
     def compute(q: EquationSplit, ins, op_shardings, results, masks) -> Compute:
@@ -176,19 +174,22 @@ class Partitioner:
         self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source))
         return dst
 
-    def combine(self, v: Value, s: Sharding, how: str, axes, eqn: Equation) -> None:
-        dst = self.fresh(v.name)
-        n = math.prod(self.sizes[a] for a in axes)
-        coll = Collective(
-            "all-reduce",
-            axes,
-            s.shard_shape(v.shape),
-            v.dtype,
-            n,
-            f"eqn {eqn.index} {eqn.primitive}",
-        )
-        self.instructions.append(Combine(v, v.name, dst, how, axes, s, coll))
-        self.versions[v] = [(s, dst)]
+    def combine(self, eqn: Equation, s: Sharding, how: str, axes, operand) -> None:
+        """Combine partial results right away: all-reduce partial max/min; for argmax/argmin
+        gather (value, index) pairs from `operand` (its buffer and sharding) and pick."""
+        colls = combine_collectives(eqn, how, axes, self.sizes, s)
+        if how in ("max", "min"):
+            combines = [
+                Combine(v, v.name, self.fresh(v.name), how, axes, s, c)
+                for v, c in zip(eqn.outputs, colls, strict=True)
+            ]
+        else:  # [.., n/x, ..] -> argmax -> local winners -> pairs gathered over x -> pick
+            (dim,), (v,), (buffer, sharding) = eqn.params["axes"], eqn.outputs, operand
+            where = (buffer, dim, eqn.inputs[0].shape[dim], sharding.dim_axes(dim))
+            combines = [ArgCombine(v, v.name, self.fresh(v.name), how, axes, s, colls, *where)]
+        for ins in combines:
+            self.instructions.append(ins)
+            self.versions[ins.value] = [(s, ins.dst)]
 
     def live(self) -> list:
         """Equations and loops some output depends on (dead code would still cost collectives)."""

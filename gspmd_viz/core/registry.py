@@ -4,7 +4,8 @@ Propagation and partitioning never switch on primitive names: they read `entry_f
 An Entry holds
   rule            eqn -> FactorRule (families.py): which factors make up each operand/result dim
   combine         how partial results over a split reduction factor combine: "sum" (left
-                  pending), "max"/"min" (all-reduced right away), None (the factor stays whole)
+                  pending), "max"/"min" (all-reduced right away), "argmax"/"argmin" ((value,
+                  index) pairs gathered and picked right away), None (the factor stays whole)
   result_shape    the param holding result 0's shape (rewritten to the local shape)
   operand_sizes   the param listing operand-0 sizes (whole dims rewritten to local sizes)
   counting_dim    the param naming the dim whose values are global positions (iota: add the
@@ -151,7 +152,9 @@ register("dot_general", families.dot_general, combine="sum")
 register("reduce_sum", families.reduce, combine="sum")
 register("reduce_max", families.reduce, combine="max")
 register("reduce_min", families.reduce, combine="min")
-register("reduce_prod reduce_and reduce_or argmax argmin", families.reduce)
+register("reduce_prod reduce_and reduce_or", families.reduce)
+register("argmax", families.reduce, combine="argmax")
+register("argmin", families.reduce, combine="argmin")
 register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative)
 register("sort", families.sort)
 register("top_k", families.top_k)
