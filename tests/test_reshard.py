@@ -129,6 +129,32 @@ def test_closed_form_bytes(src, dst, kinds, wire):
     run(src, dst, x, np.random.default_rng(1))
 
 
+@pytest.mark.parametrize(
+    "src, dst, shape, wire",
+    [
+        # 7 rows: y blocks of 2 hold the (x, y) blocks of 1 they split into: one row sent (XLA
+        # sends the same collective-permute; we gathered y, 3 * 2 rows)
+        (S("y", None), S(("x", "y"), None), (7, 9), 1 * 9 * 4),
+        (S("x", None), S("y", None), (7, 3), 2 * 3 * 4),  # blocks of 4 hold the blocks of 2
+        # a whole dim of 3 split 2 ways needs padding to 4: no permute straight there
+        (S(None, "y"), S("x", "y"), (3, 8), 0),
+    ],
+)
+def test_uneven_blocks_that_nest_are_sent_by_their_holder(src, dst, shape, wire):
+    plan = reshard_plan(src, dst, shape, np.float32)
+    assert plan.wire_bytes == pytest.approx(wire)
+    x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+    run(src, dst, x, np.random.default_rng(2))
+
+
+def test_a_whole_uneven_dim_is_not_permuted_into_blocks_past_its_end():
+    """f32[3, 8@z] -> [3@z, 8@y] on 2x2x2: a permute straight there would slice rows 2..3 of
+    a 3-row buffer (jax clamps the start: row 1 twice)."""
+    mesh = gv.Mesh({"x": 2, "y": 2, "z": 2})
+    src, dst = gv.Sharding(mesh, (None, "z")), gv.Sharding(mesh, ("z", "y"))
+    run(src, dst, np.arange(24, dtype=np.int32).reshape(3, 8), np.random.default_rng(3))
+
+
 def test_size_one_axes_move_nothing():
     mesh = gv.Mesh({"x": 8, "one": 1})
     src = gv.Sharding(mesh, (None, ("one", "x")))

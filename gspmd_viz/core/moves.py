@@ -168,8 +168,8 @@ class Mover:
         """Does every shard of `target` lie inside one shard of `spec`?"""
         for n, have, want in zip(self.shape, spec, target, strict=True):
             s, t = self.size(have), self.size(want)
-            if t % s or (t != s and n % t):
-                return False  # a target shard would straddle two spec shards
+            if t % s or _ceil(n, s) != t // s * _ceil(n, t):
+                return False  # a target shard would straddle two spec shards (or their end)
         return True
 
     def moves(self, state, dst):

@@ -51,7 +51,10 @@ class Partitioner:
         """The equation's rule and propagation's settled split, ready to be costed."""
         propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
         settled = self.prop.factor_axes(eqn)
-        return EquationSplit(eqn, self.prop.rule(eqn), settled, propagated, self.mesh)
+        q = EquationSplit(eqn, self.prop.rule(eqn), settled, propagated, self.mesh)
+        if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
+            q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
+        return q
 
     # --- the cost interface EquationSplit asks for (split.Costs) ---------------------------
     def available(self, v: Value) -> list[Sharding]:
