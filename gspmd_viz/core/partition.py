@@ -146,10 +146,13 @@ class Partitioner:
             [s.shard_shape(v.shape) for s, v in zip(results, eqn.outputs, strict=True)],
         )
         offsets = lower.counting_offsets(eqn, [s.spec for s in results])
-        lookup = None
-        if q.lookup:
+        lookup, indexed = None, q.lookup or entry_for(eqn).written_dims
+        if indexed:  # a gather reads (a scatter writes) the operand's split rows where they lie
             local = op_shardings[0].shard_shape(eqn.inputs[0].shape)
-            lookup = lower.lookup_of(eqn, op_shardings[0], local)
+            at = lower.lookup_of if q.lookup else lower.write_at
+            lookup = at(eqn, op_shardings[0], local)
+        if isinstance(lookup, lower.WriteAt):
+            params = lower.write_params(params)
         outs = tuple(v.name for v in eqn.outputs)
         return Compute(
             eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup

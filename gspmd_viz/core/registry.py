@@ -12,8 +12,11 @@ An Entry holds
                   shard's offset)
   lookup_dims     eqn -> operand-0 dims read at data-dependent indices (a split one makes each
                   device look up only what it holds; results are pending sums)
-  lookup_mode     eqn -> what an out-of-range index does: "clip" (clamped into range) or
-                  "fill" (the slice is the fill value), applied to global indices
+  lookup_mode     eqn -> what an out-of-range index does: "clip" (clamped into range),
+                  "fill" (the slice is the fill value) or "drop" (a scatter skips the
+                  update), applied to global indices
+  written_dims    eqn -> operand-0 dims a scatter writes at data-dependent indices (a split
+                  one makes each device write only the rows it holds: lower.WriteAt)
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
   local_groups    (eqn, operand local shapes) -> group-count params for a device holding
@@ -47,6 +50,7 @@ class Entry:
     counting_dim: str | None = None
     lookup_dims: Callable[..., tuple[int, ...]] | None = None
     lookup_mode: Callable[..., str] | None = None
+    written_dims: Callable[..., tuple[int, ...]] | None = None
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     halo: bool = False
     local_groups: Callable[..., dict] | None = None
@@ -171,7 +175,12 @@ register(
     lookup_dims=_gather_indexed,
     lookup_mode=_gather_mode,
 )
-register("scatter scatter-add scatter-mul scatter-min scatter-max", families_indexed.scatter)
+register(
+    "scatter scatter-add scatter-mul scatter-min scatter-max",
+    families_indexed.scatter,
+    written_dims=families_indexed.written_dims,
+    lookup_mode=families_indexed.scatter_mode,
+)
 register(
     "conv_general_dilated",
     families.conv,
