@@ -192,7 +192,7 @@ class Partitioner:
         else:  # [.., n/x, ..] -> argmax -> local winners -> pairs gathered over x -> pick
             (dim,), (v,), (buffer, sharding) = eqn.params["axes"], eqn.outputs, operand
             where = (buffer, dim, eqn.inputs[0].shape[dim], sharding.dim_axes(dim))
-            combines = [ArgCombine(v, v.name, self.fresh(v.name), how, axes, s, colls, *where)]
+            combines = [ArgCombine(v, v.name, self.fresh(v.name), how, axes, s, *colls, *where)]
         for ins in combines:
             self.instructions.append(ins)
             self.versions[ins.value] = [(s, ins.dst)]

@@ -17,8 +17,9 @@ import jax.numpy as jnp
 
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.lower import identity_element
-from gspmd_viz.core.program import Equation, Value
+from gspmd_viz.core.program import Equation
 from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.core.spmd import Combine
 from gspmd_viz.units import format_bytes
 
 RIGHT_AWAY = ("max", "min", "argmax", "argmin")  # combines that cannot stay pending
@@ -44,22 +45,21 @@ def combine_collectives(eqn: Equation, how: str, axes, sizes, result: Sharding):
 
 
 @dataclasses.dataclass(frozen=True)
-class ArgCombine:
+class ArgCombine(Combine):
     """Pick argmax (argmin) over split `axes` from local winners: `src` holds this device's
     local indices into its block of `operand` (the arg-reduction's input buffer), reduced
-    along `dim` (global size `size`, split over `dim_axes`)."""
+    along `dim` (global size `size`, split over `dim_axes`). `collective` gathers the values,
+    `index_collective` the global indices."""
 
-    value: Value
-    src: str
-    dst: str
-    combine: str
-    axes: tuple[str, ...]
-    sharding: Sharding
-    collectives: tuple[Collective, ...]
+    index_collective: Collective
     operand: str
     dim: int
     size: int
     dim_axes: tuple[str, ...]
+
+    @property
+    def collectives(self):
+        return [self.collective, self.index_collective]
 
     def text(self) -> str:
         v, axes = self.value, ",".join(self.axes)

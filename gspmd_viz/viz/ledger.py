@@ -15,7 +15,6 @@ import math
 
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.reduce_combine import ArgCombine
 from gspmd_viz.core.spmd import Combine, Compute, Reshard, instruction_collectives
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.units import format_bytes, format_time
@@ -47,7 +46,7 @@ def _node(program, v: Value) -> int:
 def rows(spmd: SPMDProgram, chip: str = "tpu-v3") -> list[dict]:
     out = []
     for ins, collectives in instruction_collectives(spmd.instructions):  # loops opened up
-        if not isinstance(ins, (Reshard, Combine, ArgCombine)) or ins.value.id < 0:
+        if not isinstance(ins, (Reshard, Combine)) or ins.value.id < 0:
             continue
         consumer = getattr(ins, "consumer", None)
         src = _node(spmd.program, ins.value)
