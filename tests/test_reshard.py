@@ -155,6 +155,16 @@ def test_a_whole_uneven_dim_is_not_permuted_into_blocks_past_its_end():
     run(src, dst, np.arange(24, dtype=np.int32).reshape(3, 8), np.random.default_rng(3))
 
 
+def test_an_axis_is_swapped_for_an_equal_free_one_before_gathering():
+    """f32[6, 8@(z,y)] -> [6, 8@x] on 2x2x2: permute z's role to x (48 B), gather y (48 B),
+    as XLA (96 B); gathering z and y costs 144 B."""
+    mesh = gv.Mesh({"x": 2, "y": 2, "z": 2})
+    src, dst = gv.Sharding(mesh, (None, ("z", "y"))), gv.Sharding(mesh, (None, "x"))
+    plan = run(src, dst, np.arange(48, dtype=np.int32).reshape(6, 8), np.random.default_rng(4))
+    assert [s.kind for s in plan.steps] == ["collective-permute", "all-gather"]
+    assert plan.wire_bytes == 96
+
+
 def test_size_one_axes_move_nothing():
     mesh = gv.Mesh({"x": 8, "one": 1})
     src = gv.Sharding(mesh, (None, ("one", "x")))

@@ -157,12 +157,26 @@ class Mover:
         if unreduced or dst.unreduced:
             return
         goal = state_key(dst, len(self.shape))[0]
-        for target in dict.fromkeys((goal, _dst_major(spec, goal))):
+        for target in dict.fromkeys((goal, _dst_major(spec, goal), self.relabel(spec, goal))):
             if target != spec and self.inside(spec, target):
                 roles = _roles(spec), _roles(target)
                 axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
                 new = (target, unreduced)
                 yield _Move("collective-permute", axes, (), new, tuple(self.local(target)))
+
+    def relabel(self, spec, goal):
+        """spec with an axis swapped for the one goal has at the same place in the same dim,
+        when that one is free and as large: a permute to it, then only gathers remain
+        ((z, y) -> x on a 2x2x2 mesh: permute to (x, y), gather y; # XLA does the same)."""
+        used, out = {a for axes in spec for a in axes}, []
+        for have, want in zip(spec, goal, strict=True):
+            have = list(have)
+            for i, (a, b) in enumerate(zip(have, want, strict=False)):
+                if a != b and b not in used and self.sizes[a] == self.sizes[b]:
+                    have[i] = b
+                    used.add(b)
+            out.append(tuple(have))
+        return tuple(out)
 
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` lie inside one shard of `spec`?"""
