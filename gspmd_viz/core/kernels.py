@@ -82,12 +82,13 @@ def _all_gather(step, x, shape):
 def _reduce_scatter(step, x, shape):
     (d,) = step.dims
     x = fit_dim(x, d, step.collective.shape[d])
-    # [n k'] -> psum_scatter(axes) -> [k']
-    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True)
+    # [n k'] -> psum_scatter(axes) -> [k'] (jax sums bools as int32: a pending sum of bools
+    # holds one True at most, from the device that looked it up, so the cast back is an or)
+    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True).astype(x.dtype)
 
 
 def _all_reduce(step, x, shape):
-    return jax.lax.psum(x, step.axes)
+    return jax.lax.psum(x, step.axes).astype(x.dtype)  # bools: as in _reduce_scatter
 
 
 def _all_to_all(step, x, shape):
