@@ -88,6 +88,13 @@ def _reduce_scatter(step, x, shape):
 
 
 def _all_reduce(step, x, shape):
+    if step.dims:  # a gather by summing: most of the gathered dim is padding
+        (d,) = step.dims
+        k, n = x.shape[d], step.collective.group_size
+        # [k] -> into zeros [n k] at my offset -> trim to the gathered size -> psum -> [k']
+        zeros = jnp.zeros((*x.shape[:d], n * k, *x.shape[d + 1 :]), x.dtype)
+        x = jax.lax.dynamic_update_slice_in_dim(zeros, x, _axis_index(step.axes) * k, axis=d)
+        x = fit_dim(x, d, step.collective.shape[d])
     return jax.lax.psum(x, step.axes).astype(x.dtype)  # bools: as in _reduce_scatter
 
 

@@ -125,6 +125,8 @@ class Mover:
                 yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
 
     def all_gathers(self, state, dst):
+        """Un-split a dim's minor axes; where most of what a gather would bring is padding,
+        sum zero-padded blocks instead (an all-reduce of the gathered size, as XLA does)."""
         spec, unreduced = state
         for d, cur in enumerate(spec):
             for k in range(1, len(cur) + 1):
@@ -132,6 +134,9 @@ class Mover:
                 if self.nests(d, keep, axes):
                     new = (_set(spec, d, keep), unreduced)
                     yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
+                    gathered = tuple(self.local(new[0]))
+                    if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
+                        yield _Move("all-reduce", axes, (d,), new, gathered)
 
     def all_to_alls(self, state, dst):
         spec, unreduced = state
