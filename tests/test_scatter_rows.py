@@ -60,6 +60,22 @@ def test_a_scatter_into_split_rows_writes_where_they_lie(mesh, spec, rows, mode,
     assert spmd.wire_bytes == 0 <= xla  # we gathered the table's rows
 
 
+@pytest.mark.parametrize("how", ["add", "set", "min"])
+@pytest.mark.parametrize("mesh", [gv.Mesh({"y": 7}), gv.Mesh({"x": 3}), gv.Mesh({"x": 5})])
+def test_a_one_row_scatter_into_rows_split_unevenly(mesh, how):
+    """Found by the program generator: XLA:CPU rewrote the one-index scatter as a
+    dynamic-update-slice fused with the per-device slice of the runner's padded input, and
+    read each device's first row one row too early (rows 2, 4, 6 of 8 on 7 devices)."""
+    table = jnp.asarray(np.arange(64).reshape(8, 8), jnp.float32)
+    ids, u = jnp.asarray([1], jnp.int32), -jnp.ones((1, 8), jnp.float32)
+    axis = mesh.axis_names[0]
+
+    def f(t, i, u):
+        return getattr(gv.mesh_split(t, mesh, (axis, None)).at[i], how)(u)
+
+    assert run(f, table, ids, u, mesh=mesh)[0].wire_bytes == 0
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("spec", [("x", None), (None, "x"), ("x", "y")])
 def test_a_scatter_at_row_and_column_indices_clamps_or_drops_every_component(spec, mode):

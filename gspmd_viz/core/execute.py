@@ -188,6 +188,9 @@ def _runner(spmd):
     groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs])
 
     def body(*locals_):
+        # XLA:CPU fused the padding's per-device slice into a one-index scatter (rewritten as
+        # a dynamic-update-slice) at the wrong offset: keep the local inputs materialized
+        locals_ = jax.lax.optimization_barrier(locals_)
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
         for group in groups:
             if len(group) > 1:
