@@ -24,12 +24,13 @@ import gspmd_viz as gv
 
 DTYPES = (jnp.float32, jnp.bfloat16, jnp.int32, jnp.bool_)
 GATHER_MODES = ("clip", "fill", "promise_in_bounds", None)  # None: jnp.take's default (fill)
+SCATTER_MODES = ("drop", "clip", "promise_in_bounds", None)  # None: .at[]'s default (drop)
 # Steps whose bytes exceed XLA's for a known reason (issue 10 items 10-12, not fixed yet):
-# slices, reversal, sort/argmax and remat gather or replicate their operand.
+# slices, reversal, sort, cumsum and remat gather or replicate their operand.
 # XLA:CPU aborts the process on some reduce_windows (Check failed in HandleReduceWindow), so
 # programs with one are not compiled by XLA.
 NO_XLA = {"reduce_window"}
-BYTES_GAPS = {"slice", "dynamic_slice", "rev", "argmax", "sort", "remat", "cumsum", "gather"}
+BYTES_GAPS = {"slice", "dynamic_slice", "rev", "sort", "remat", "cumsum", "gather"}
 
 
 @dataclasses.dataclass
@@ -174,6 +175,41 @@ def _gather(b: _Build, shape, dtype):
     return (n, shape[1])
 
 
+def _segment_sum(b: _Build, shape, dtype):
+    k = b.draw(st.integers(1, 6))
+    ids = b.draw(st.lists(st.integers(-2, k + 2), min_size=shape[0], max_size=shape[0]))
+    i = b.arg(jnp.asarray(ids, jnp.int32))
+    b.add("scatter", f"segment_sum(h, {ids}, {k})", lambda h, a: jax.ops.segment_sum(h, a[i], k))
+    return (k, shape[1])
+
+
+def _scatter(b: _Build, shape, dtype):
+    """h.at[rows].add / max / min / mul / set (u) under every mode, u maybe annotated; or a
+    segment_sum of h's rows."""
+    hows = ("add", "max", "min", "mul", "set", "segment_sum") if _numeric(dtype) else ("max", "set")
+    how, n = b.draw(st.sampled_from(hows)), b.draw(st.integers(1, 5))
+    if how == "segment_sum":
+        return _segment_sum(b, shape, dtype)
+    mode, spec = b.draw(st.sampled_from(SCATTER_MODES)), b.draw(st.none() | specs(b.mesh, 2))
+    if how == "set":  # distinct rows in range: a repeated row has no defined winner
+        values = b.draw(st.permutations(range(shape[0])))[:n]
+    else:  # out of range too, unless the program promises otherwise
+        reach = 0 if mode == "promise_in_bounds" else 3
+        row = st.integers(-shape[0] - reach, shape[0] - 1 + reach)
+        values = b.draw(st.lists(row, min_size=n, max_size=n))
+    idx = b.arg(jnp.asarray(values, jnp.int32))
+    u = b.arg(jnp.asarray((np.arange(len(values) * shape[1]) % 3 - 1).reshape(len(values), -1)))
+    u_text = "u" if spec is None else f"mesh_split(u, {spec})"
+
+    def op(h, a):
+        upd = a[u].astype(h.dtype)
+        upd = upd if spec is None else gv.mesh_split(upd, b.mesh, spec)
+        return getattr(h.at[a[idx]], how)(upd, mode=mode)
+
+    b.add("scatter", f"h.at[{values}].{how}({u_text}, mode={mode})", op)
+    return shape
+
+
 def _pad_concat(b: _Build, shape, dtype):
     axis = b.draw(st.integers(0, 1))
     if b.draw(st.booleans()):
@@ -210,12 +246,14 @@ def _iota(b: _Build, shape, dtype):
 
 
 def _scan_like(b: _Build, shape, dtype):
-    name, axis = b.draw(st.sampled_from(["cumsum", "sort", "argmax"])), b.draw(st.integers(0, 1))
-    if name == "argmax":
+    names = ["cumsum", "sort", "argmax", "argmin"]
+    name, axis = b.draw(st.sampled_from(names)), b.draw(st.integers(0, 1))
+    if name in ("argmax", "argmin"):
+        arg = getattr(jnp, name)
         b.add(
             name,
-            f"argmax(h, {axis}) broadcast",
-            lambda h, a: h + jnp.argmax(h, axis, keepdims=True).astype(h.dtype),
+            f"{name}(h, {axis}) broadcast",
+            lambda h, a: h + arg(h, axis, keepdims=True).astype(h.dtype),
         )
     else:
         b.add(name, f"{name}(h, {axis})", lambda h, a: getattr(jnp, name)(h, axis=axis))
@@ -272,6 +310,7 @@ ANY_DTYPE = (
     _dynamic_slice,
     _update,
     _gather,
+    _scatter,
     _pad_concat,
     _vmap,
 )

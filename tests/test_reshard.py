@@ -129,6 +129,61 @@ def test_closed_form_bytes(src, dst, kinds, wire):
     run(src, dst, x, np.random.default_rng(1))
 
 
+@pytest.mark.parametrize(
+    "src, dst, shape, wire",
+    [
+        # 7 rows: y blocks of 2 hold the (x, y) blocks of 1 they split into: one row sent (XLA
+        # sends the same collective-permute; we gathered y, 3 * 2 rows)
+        (S("y", None), S(("x", "y"), None), (7, 9), 1 * 9 * 4),
+        (S("x", None), S("y", None), (7, 3), 2 * 3 * 4),  # blocks of 4 hold the blocks of 2
+        # a whole dim of 3 split 2 ways needs padding to 4: no permute straight there
+        (S(None, "y"), S("x", "y"), (3, 8), 0),
+    ],
+)
+def test_uneven_blocks_that_nest_are_sent_by_their_holder(src, dst, shape, wire):
+    plan = reshard_plan(src, dst, shape, np.float32)
+    assert plan.wire_bytes == pytest.approx(wire)
+    x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+    run(src, dst, x, np.random.default_rng(2))
+
+
+def test_a_whole_uneven_dim_is_not_permuted_into_blocks_past_its_end():
+    """f32[3, 8@z] -> [3@z, 8@y] on 2x2x2: a permute straight there would slice rows 2..3 of
+    a 3-row buffer (jax clamps the start: row 1 twice)."""
+    mesh = gv.Mesh({"x": 2, "y": 2, "z": 2})
+    src, dst = gv.Sharding(mesh, (None, "z")), gv.Sharding(mesh, ("z", "y"))
+    run(src, dst, np.arange(24, dtype=np.int32).reshape(3, 8), np.random.default_rng(3))
+
+
+def test_an_axis_is_swapped_for_an_equal_free_one_before_gathering():
+    """f32[6, 8@(z,y)] -> [6, 8@x] on 2x2x2: permute z's role to x (48 B), gather y (48 B),
+    as XLA (96 B); gathering z and y costs 144 B."""
+    mesh = gv.Mesh({"x": 2, "y": 2, "z": 2})
+    src, dst = gv.Sharding(mesh, (None, ("z", "y"))), gv.Sharding(mesh, (None, "x"))
+    plan = run(src, dst, np.arange(48, dtype=np.int32).reshape(6, 8), np.random.default_rng(4))
+    assert [s.kind for s in plan.steps] == ["collective-permute", "all-gather"]
+    assert plan.wire_bytes == 96
+
+
+def test_a_dim_that_is_mostly_padding_is_gathered_by_summing_zero_padded_blocks():
+    """f32[8, 2@x] on x=8: six of the eight blocks are padding. A gather sends 7 blocks of
+    8 x 1 (224 B); summing the blocks placed in zeros of the gathered size moves 2 * 7/8 of
+    8 x 2 (112 B), as XLA (found by the program generator)."""
+    mesh = gv.Mesh({"x": 8})
+    src, dst = gv.Sharding(mesh, (None, "x")), gv.Sharding(mesh, (None, None))
+    plan = run(src, dst, np.arange(16, dtype=np.int32).reshape(8, 2), np.random.default_rng(5))
+    assert [s.kind for s in plan.steps] == ["all-reduce"]
+    assert plan.wire_bytes == 2 * 7 / 8 * 8 * 2 * 4
+
+
+def test_summing_padded_blocks_keeps_pending_sums_over_other_axes_apart():
+    mesh = gv.Mesh({"x": 4, "y": 2})
+    src = gv.Sharding(mesh, (None, "x"), {"y"})
+    for dst in (gv.Sharding(mesh, (None, None), {"y"}), gv.Sharding(mesh, (None, None))):
+        plan = run(src, dst, np.arange(5, dtype=np.int32).reshape(5, 1), np.random.default_rng(6))
+        assert "all-gather" not in [s.kind for s in plan.steps]
+
+
 def test_size_one_axes_move_nothing():
     mesh = gv.Mesh({"x": 8, "one": 1})
     src = gv.Sharding(mesh, (None, ("one", "x")))

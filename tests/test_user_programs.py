@@ -263,6 +263,21 @@ def test_padding_of_an_uneven_split_is_masked_with_the_identity_for_every_dtype(
     assert_unpartitioned(f, x)
 
 
+@pytest.mark.parametrize("mode", ["promise_in_bounds", "clip", "fill"])
+def test_a_lookup_in_a_split_bool_table_stays_bool(mode):
+    """Its pending sum was all-reduced as int32 (jax sums bools as integers), so the next op
+    met int32 where it expected bool and crashed."""
+    x = jnp.asarray(np.arange(96).reshape(12, 8) % 3 == 0)
+    idx, u = jnp.asarray([-3, 1, 14], jnp.int32), jnp.ones((1, 8), jnp.bool_)
+
+    def f(x, idx, u, i):
+        h = gv.mesh_split(x, gv.Mesh({"z": 3, "y": 1}), (("y", "z"), None))
+        return jax.lax.dynamic_update_slice(h.at[idx].get(mode=mode), u, (i, 0))
+
+    spmd = assert_unpartitioned(f, x, idx, u, jnp.int32(1))
+    assert "{sum over z}" in spmd.per_device_text()  # looked up where the rows lie
+
+
 # --- 12. scatters and grouped convolutions keep their passing dims split ----------------------
 
 

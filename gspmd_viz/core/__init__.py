@@ -18,10 +18,10 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      per dim, whole spatially split conv nets, and rolls and
                                      flips that move whole blocks
   reshard      moves reshard         the single steps between shardings; the cheapest plan
-  execute      spmd spmd_regions lower kernels combine execute
+  execute      spmd spmd_regions lower kernels reduce_combine combine execute
                                      per-device instructions (loops and branches apart) as
-                                     data and text, local
-                                     lowering, the kernels one device runs, all-gather
+                                     data and text, local lowering, the kernels one device
+                                     runs, reductions combined right away (max, argmax), all-gather
                                      combining, and running instructions from a table
   partition    split regions partition
                                      choosing each equation's split; loops partitioned
@@ -34,6 +34,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 
 Module order: devices mesh hlo sharding annotate values builder program factors families
 families_indexed registry propagation propagate collective halo halo_exchange halo_ops
-halo_program block_moves moves reshard spmd spmd_regions lower kernels combine execute split
-regions partition pipeline pipeline_gspmd training
+halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine combine
+execute split regions partition pipeline pipeline_gspmd training
 """

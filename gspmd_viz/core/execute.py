@@ -19,6 +19,7 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.halo_exchange import return_halo, window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
+from gspmd_viz.core.reduce_combine import ArgCombine, run_arg_combine
 from gspmd_viz.core.sharding import Sharding, spec_entry
 from gspmd_viz.core.spmd import (
     Combine,
@@ -118,6 +119,7 @@ RUN = {
     Compute: _run_compute,
     Reshard: _run_reshard,
     Combine: _run_combine,
+    ArgCombine: run_arg_combine,
     Const: _run_const,
     Halo: _run_halo,
     MoveBlocks: _run_move_blocks,
@@ -194,6 +196,9 @@ def _runner(spmd):
     groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs])
 
     def body(*locals_):
+        # XLA:CPU fused the padding's per-device slice into a one-index scatter (rewritten as
+        # a dynamic-update-slice) at the wrong offset: keep the local inputs materialized
+        locals_ = jax.lax.optimization_barrier(locals_)
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
         for group in groups:
             if len(group) > 1:

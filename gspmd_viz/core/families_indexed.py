@@ -35,8 +35,10 @@ def gather(eqn) -> FactorRule:
 
 def scatter(eqn) -> FactorRule:
     """`.at[idx].add(u)`, segment_sum: whole update windows pass to the operand's window dims
-    and batching dims pass everywhere; scattered dims and the updates' scatter dims stay whole
-    (a split one would write or add the operand's values once per device).
+    and batching dims pass everywhere; a scattered dim written one row at a time passes
+    between operand and result (indices and updates stay whole along it: each device writes
+    the rows it holds); the updates' scatter dims stay whole (a split one would write or add
+    the operand's values once per device).
     # XLA: SpmdPartitioningVisitor::HandleScatter (its index-parallel cases are not modelled)"""
     b = Builder()
     (src, idx, upd), (out,) = shapes(eqn)
@@ -54,8 +56,26 @@ def scatter(eqn) -> FactorRule:
     for u, d in zip(dn.update_window_dims, kept, strict=True):
         if upd[u] == src[d] and d not in dn.scatter_dims_to_operand_dims:
             operand[d] = updates[u] = b.new(src[d])
+    for d in written_dims(eqn):  # each device writes the rows it holds (lower.WriteAt)
+        operand[d] = b.new(src[d])
     operand, indices, updates = (
         [b.new(n, "need_replication") if f is None else f for f, n in zip(fs, s, strict=True)]
         for fs, s in ((operand, src), (indices, idx), (updates, upd))
     )
     return b.rule([operand, indices, updates], [operand])
+
+
+def scatter_mode(eqn) -> str | None:
+    """What an out-of-range scatter index does: "clip" (clamped into range) or "drop" (the
+    update is skipped; XLA skips PROMISE_IN_BOUNDS ones too); None for other modes."""
+    name = getattr(eqn.params["mode"], "name", str(eqn.params["mode"]))
+    return {"CLIP": "clip", "FILL_OR_DROP": "drop", "PROMISE_IN_BOUNDS": "drop"}.get(name)
+
+
+def written_dims(eqn) -> tuple[int, ...]:
+    """Operand dims a scatter writes one row at a time at data-dependent indices (none when
+    the mode is not one lower.py applies globally)."""
+    dn = eqn.params["dimension_numbers"]
+    if scatter_mode(eqn) is None:
+        return ()
+    return tuple(d for d in dn.scatter_dims_to_operand_dims if d in dn.inserted_window_dims)

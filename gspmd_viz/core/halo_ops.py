@@ -192,6 +192,16 @@ def pad_value(eqn):
     return fill
 
 
+def fill_key(fill):
+    """A resolved pad value to compare: a buffer name, the number, or a literal's text."""
+    if isinstance(fill, str):
+        return fill
+    try:
+        return float(fill)
+    except TypeError:
+        return repr(fill)
+
+
 def halo_operands(eqn) -> tuple[int, ...]:
     """The operands whose halos are exchanged (one, or every non-empty one of a
     concatenation: `jnp.roll(x, 0)` concatenates x with an empty slice)."""

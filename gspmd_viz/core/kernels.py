@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gspmd_viz.core.lower import Lookup, Mask, Offset
+from gspmd_viz.core.lower import Lookup, Mask, Offset, WriteAt
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 
@@ -82,12 +82,20 @@ def _all_gather(step, x, shape):
 def _reduce_scatter(step, x, shape):
     (d,) = step.dims
     x = fit_dim(x, d, step.collective.shape[d])
-    # [n k'] -> psum_scatter(axes) -> [k']
-    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True)
+    # [n k'] -> psum_scatter(axes) -> [k'] (jax sums bools as int32: a pending sum of bools
+    # holds one True at most, from the device that looked it up, so the cast back is an or)
+    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True).astype(x.dtype)
 
 
 def _all_reduce(step, x, shape):
-    return jax.lax.psum(x, step.axes)
+    if step.dims:  # a gather by summing: most of the gathered dim is padding
+        (d,) = step.dims
+        k, n = x.shape[d], step.collective.group_size
+        # [k] -> into zeros [n k] at my offset -> trim to the gathered size -> psum -> [k']
+        zeros = jnp.zeros((*x.shape[:d], n * k, *x.shape[d + 1 :]), x.dtype)
+        x = jax.lax.dynamic_update_slice_in_dim(zeros, x, _axis_index(step.axes) * k, axis=d)
+        x = fit_dim(x, d, step.collective.shape[d])
+    return jax.lax.psum(x, step.axes).astype(x.dtype)  # bools: as in _reduce_scatter
 
 
 def _all_to_all(step, x, shape):
@@ -177,6 +185,23 @@ def mask_lookup(out, valid, lookup: Lookup):
     return jnp.where(valid, out, jnp.zeros((), out.dtype))
 
 
+def written_indices(indices, at: WriteAt):
+    """Global scatter indices -> this device's block; an update written elsewhere (or out of
+    range under "drop") gets index -1 in every component, which the local scatter drops."""
+    outside = jnp.zeros(indices.shape[:-1], bool)
+    for c, last in enumerate(at.last):
+        i = indices[..., c]
+        if at.mode == "clip":
+            i = jnp.clip(i, 0, last)
+            indices = indices.at[..., c].set(i)
+        outside |= (i < 0) | (i > last)
+    for d in at.dims:
+        local = indices[..., d.component] - _shard_start(d.axes, d.local).astype(indices.dtype)
+        outside |= (local < 0) | (local >= d.local)
+        indices = indices.at[..., d.component].set(local)
+    return jnp.where(outside[..., None], jnp.asarray(-1).astype(indices.dtype), indices)
+
+
 def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
     """Bind the primitive on local buffers (after masking padding); returns a list."""
     if entry_for(eqn).identity:
@@ -184,7 +209,9 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
     args = list(args)
     for m in masks:
         args[m.operand] = apply_mask(args[m.operand], m)
-    if lookup is not None:
+    if isinstance(lookup, WriteAt):
+        args[1] = written_indices(args[1], lookup)
+    elif lookup is not None:
         args[1], valid = local_indices(args[1], lookup)
     try:
         out = eqn.eqn.primitive.bind(*args, **params)
@@ -195,7 +222,7 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
             "that splits them) or name the params to rewrite in its entry (core/registry.py)."
         ) from err
     outs = list(out) if eqn.eqn.primitive.multiple_results else [out]
-    if lookup is not None:
+    if isinstance(lookup, Lookup):
         outs[0] = mask_lookup(outs[0], valid, lookup)
     for off in offsets:
         outs[0] = apply_offset(outs[0], off)

@@ -4,7 +4,8 @@
 Reads the equation's registry entry (registry.py), never its name: result_shape and
 operand_sizes params are rewritten for local shapes, a counting_dim gets the shard's offset,
 split lookup_dims look up only the indices a device holds (others give 0; the results are
-pending sums: # XLA: gather with "index passthrough" masking), identity entries compute nothing.
+pending sums: # XLA: gather with "index passthrough" masking), split written_dims write only
+the rows a device holds (WriteAt), identity entries compute nothing.
 Uneven shards are masked with the combine's identity before a reduction sees them.
 # XLA: SpmdPartitioningVisitor::Handle* (one handler per opcode); masking as in
 #      PartitionedHlo::PadWithValue(select(iota + offset < N, x, identity))
@@ -21,7 +22,8 @@ GLOBAL_SHARDING_PARAMS = ("sharding", "out_sharding")
 
 
 def identity_element(combine: str, dtype):
-    dtype = np.dtype(dtype)
+    """What padding holds so a reduction never picks it (argmax pads like max)."""
+    dtype, combine = np.dtype(dtype), combine.removeprefix("arg")
     if combine == "sum":
         return np.zeros((), dtype)
     if jax.dtypes.issubdtype(dtype, np.floating):  # bfloat16 too (numpy does not know it)
@@ -86,6 +88,50 @@ def lookup_of(eqn, operand_sharding, operand_local) -> Lookup | None:
     if not dims:
         return None
     return Lookup(dims, tuple(eqn.params["dimension_numbers"].offset_dims), entry.lookup_mode(eqn))
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteAt:
+    """A scatter whose written operand dims `dims` are split: indices are shifted into this
+    device's block and an update another device writes is dropped. `last` is, per index
+    component, the last start in range; `mode` "clip" clamps every component into range
+    first, "drop" drops an update out of range (the local scatter only drops).
+    # XLA: HandleScatter's operand-split case: local offsets and masks"""
+
+    dims: tuple[LookupDim, ...]
+    last: tuple[int, ...]
+    mode: str
+
+
+def write_at(eqn, operand_sharding, operand_local) -> WriteAt | None:
+    entry, shape = entry_for(eqn), eqn.inputs[0].shape
+    dn, window = eqn.params["dimension_numbers"], _window_sizes(eqn)
+    dims = tuple(
+        LookupDim(d, c, operand_sharding.dim_axes(d), operand_local[d], shape[d] - 1)
+        for c, d in enumerate(dn.scatter_dims_to_operand_dims)
+        if d in entry.written_dims(eqn) and operand_sharding.dim_axes(d)
+    )
+    if not dims:
+        return None
+    last = tuple(shape[d] - window[d] for d in dn.scatter_dims_to_operand_dims)
+    return WriteAt(dims, last, entry.lookup_mode(eqn))
+
+
+def _window_sizes(eqn) -> dict[int, int]:
+    """Operand dim -> the update window's size along it (1 for an inserted dim)."""
+    dn, upd = eqn.params["dimension_numbers"], eqn.inputs[2].shape
+    skip = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
+    kept = [d for d in range(len(eqn.inputs[0].shape)) if d not in skip]
+    sizes = {d: 1 for d in skip}
+    sizes.update({d: upd[u] for d, u in zip(kept, dn.update_window_dims, strict=True)})
+    return sizes
+
+
+def write_params(params: dict) -> dict:
+    """The local scatter drops what WriteAt marks (index -1), never clamps; the shifted
+    indices are neither sorted nor unique any more."""
+    drop = jax.lax.GatherScatterMode.FILL_OR_DROP
+    return {**params, "mode": drop, "indices_are_sorted": False, "unique_indices": False}
 
 
 def local_params(eqn, operand_locals, result_locals) -> dict:

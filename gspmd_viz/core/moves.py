@@ -125,6 +125,8 @@ class Mover:
                 yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
 
     def all_gathers(self, state, dst):
+        """Un-split a dim's minor axes; where most of what a gather would bring is padding,
+        sum zero-padded blocks instead (an all-reduce of the gathered size, as XLA does)."""
         spec, unreduced = state
         for d, cur in enumerate(spec):
             for k in range(1, len(cur) + 1):
@@ -132,6 +134,9 @@ class Mover:
                 if self.nests(d, keep, axes):
                     new = (_set(spec, d, keep), unreduced)
                     yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
+                    gathered = tuple(self.local(new[0]))
+                    if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
+                        yield _Move("all-reduce", axes, (d,), new, gathered)
 
     def all_to_alls(self, state, dst):
         spec, unreduced = state
@@ -157,19 +162,33 @@ class Mover:
         if unreduced or dst.unreduced:
             return
         goal = state_key(dst, len(self.shape))[0]
-        for target in dict.fromkeys((goal, _dst_major(spec, goal))):
+        for target in dict.fromkeys((goal, _dst_major(spec, goal), self.relabel(spec, goal))):
             if target != spec and self.inside(spec, target):
                 roles = _roles(spec), _roles(target)
                 axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
                 new = (target, unreduced)
                 yield _Move("collective-permute", axes, (), new, tuple(self.local(target)))
 
+    def relabel(self, spec, goal):
+        """spec with an axis swapped for the one goal has at the same place in the same dim,
+        when that one is free and as large: a permute to it, then only gathers remain
+        ((z, y) -> x on a 2x2x2 mesh: permute to (x, y), gather y; # XLA does the same)."""
+        used, out = {a for axes in spec for a in axes}, []
+        for have, want in zip(spec, goal, strict=True):
+            have = list(have)
+            for i, (a, b) in enumerate(zip(have, want, strict=False)):
+                if a != b and b not in used and self.sizes[a] == self.sizes[b]:
+                    have[i] = b
+                    used.add(b)
+            out.append(tuple(have))
+        return tuple(out)
+
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` lie inside one shard of `spec`?"""
         for n, have, want in zip(self.shape, spec, target, strict=True):
             s, t = self.size(have), self.size(want)
-            if t % s or (t != s and n % t):
-                return False  # a target shard would straddle two spec shards
+            if t % s or _ceil(n, s) != t // s * _ceil(n, t):
+                return False  # a target shard would straddle two spec shards (or their end)
         return True
 
     def moves(self, state, dst):

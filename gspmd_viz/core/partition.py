@@ -15,14 +15,13 @@ Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
 """
 
 import dataclasses
-import math
 
 import numpy as np
 
 from gspmd_viz.core import block_moves, halo_ops, lower, regions
-from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
+from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
@@ -55,7 +54,10 @@ class Partitioner:
         """The equation's rule and propagation's settled split, ready to be costed."""
         propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
         settled = self.prop.factor_axes(eqn)
-        return EquationSplit(eqn, self.prop.rule(eqn), settled, propagated, self.mesh)
+        q = EquationSplit(eqn, self.prop.rule(eqn), settled, propagated, self.mesh)
+        if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
+            q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
+        return q
 
     # --- the cost interface EquationSplit asks for (split.Costs) ---------------------------
     def available(self, v: Value) -> list[Sharding]:
@@ -164,15 +166,14 @@ class Partitioner:
             if halo_ops.returns_halo(eqn.eqn):
                 compute = self.return_halo(eqn, compute, splits, results[0])
         red = q.reduction_axes(fa)
-        partial = q.combine in ("max", "min") and red
+        partial = q.combine in RIGHT_AWAY and red
         if partial:  # its results hold partial maxima (minima) until the Combine below
             compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
         if partial:
-            for v, s in zip(eqn.outputs, results, strict=True):
-                self.combine(v, s, q.combine, red, eqn)
+            self.combine(eqn, results[0], q.combine, red, (ins[0], op_shardings[0]))
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`
@@ -190,13 +191,12 @@ class Partitioner:
         its own, and the exchange backwards adds its halo to the shards that own it."""
         v = eqn.outputs[0]
         ready = self.fresh(v.name)
-        source = f"eqn {eqn.index} {eqn.primitive}"
         shape = list(sharding.shard_shape(v.shape))
         for split in splits:
             shape[split.dim] = split.plan.ready_span
         self.instructions.append(dataclasses.replace(compute, outs=(ready,), ready=tuple(shape)))
-        back = Halo(v, ready, v.name, splits, sharding, 0.0, source, eqn, returned=True)
-        return back
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        return Halo(v, ready, v.name, splits, sharding, 0.0, source, eqn, returned=True)
 
     def note_gathers(self, eqn: Equation, q: EquationSplit, fa: FactorAxes) -> None:
         """Say why an equation's operands are gathered when no rule or no halo can split it."""
@@ -223,10 +223,13 @@ class Partitioner:
             [s.shard_shape(v.shape) for s, v in zip(results, eqn.outputs, strict=True)],
         )
         offsets = lower.counting_offsets(eqn, [s.spec for s in results])
-        lookup = None
-        if q.lookup:
+        lookup, indexed = None, q.lookup or entry_for(eqn).written_dims
+        if indexed:  # a gather reads (a scatter writes) the operand's split rows where they lie
             local = op_shardings[0].shard_shape(eqn.inputs[0].shape)
-            lookup = lower.lookup_of(eqn, op_shardings[0], local)
+            at = lower.lookup_of if q.lookup else lower.write_at
+            lookup = at(eqn, op_shardings[0], local)
+        if isinstance(lookup, lower.WriteAt):
+            params = lower.write_params(params)
         outs = tuple(v.name for v in eqn.outputs)
         return Compute(
             eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup
@@ -252,29 +255,35 @@ class Partitioner:
             fill = ins[1]
         elif fill in (halo_ops.LOWEST, halo_ops.HIGHEST):  # what max (min) never picks
             fill = lower.identity_element("max" if fill == halo_ops.LOWEST else "min", v.dtype)
-        key = (ins[k], splits, _fill_key(fill))
+        key = (ins[k], splits, halo_ops.fill_key(fill))
         for done in self.instructions:  # the same exchange already made here (a max pool's
             # gradient reads the operand its forward pooling read): reuse it
-            if isinstance(done, Halo) and (done.src, done.splits, _fill_key(done.fill)) == key:
+            if (
+                isinstance(done, Halo)
+                and (done.src, done.splits, halo_ops.fill_key(done.fill)) == key
+            ):
                 return done.dst
         dst = self.fresh(v.name)
         source = f"eqn {eqn.index} {eqn.primitive}"
         self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source, eqn))
         return dst
 
-    def combine(self, v: Value, s: Sharding, how: str, axes, eqn: Equation) -> None:
-        dst = self.fresh(v.name)
-        n = math.prod(self.sizes[a] for a in axes)
-        coll = Collective(
-            "all-reduce",
-            axes,
-            s.shard_shape(v.shape),
-            v.dtype,
-            n,
-            f"eqn {eqn.index} {eqn.primitive}",
-        )
-        self.instructions.append(Combine(v, v.name, dst, how, axes, s, coll))
-        self.versions[v] = [(s, dst)]
+    def combine(self, eqn: Equation, s: Sharding, how: str, axes, operand) -> None:
+        """Combine partial results right away: all-reduce partial max/min; for argmax/argmin
+        gather (value, index) pairs from `operand` (its buffer and sharding) and pick."""
+        colls = combine_collectives(eqn, how, axes, self.sizes, s)
+        if how in ("max", "min"):
+            combines = [
+                Combine(v, v.name, self.fresh(v.name), how, axes, s, c)
+                for v, c in zip(eqn.outputs, colls, strict=True)
+            ]
+        else:  # [.., n/x, ..] -> argmax -> local winners -> pairs gathered over x -> pick
+            (dim,), (v,), (buffer, sharding) = eqn.params["axes"], eqn.outputs, operand
+            where = (buffer, dim, eqn.inputs[0].shape[dim], sharding.dim_axes(dim))
+            combines = [ArgCombine(v, v.name, self.fresh(v.name), how, axes, s, *colls, *where)]
+        for ins in combines:
+            self.instructions.append(ins)
+            self.versions[ins.value] = [(s, ins.dst)]
 
     def live(self) -> list:
         """Equations and loops some output depends on (dead code would still cost collectives)."""
@@ -308,13 +317,6 @@ class Partitioner:
             else:
                 outputs.append(v)
         return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
-
-
-def _fill_key(fill):
-    """A pad value to compare: a buffer name, a literal's text, or the number."""
-    return (
-        fill if isinstance(fill, str) else repr(fill) if isinstance(fill, Literal) else float(fill)
-    )
 
 
 def partition(prop) -> "SPMDProgram":

@@ -4,15 +4,19 @@ Propagation and partitioning never switch on primitive names: they read `entry_f
 An Entry holds
   rule            eqn -> FactorRule (families.py): which factors make up each operand/result dim
   combine         how partial results over a split reduction factor combine: "sum" (left
-                  pending), "max"/"min" (all-reduced right away), None (the factor stays whole)
+                  pending), "max"/"min" (all-reduced right away), "argmax"/"argmin" ((value,
+                  index) pairs gathered and picked right away), None (the factor stays whole)
   result_shape    the param holding result 0's shape (rewritten to the local shape)
   operand_sizes   the param listing operand-0 sizes (whole dims rewritten to local sizes)
   counting_dim    the param naming the dim whose values are global positions (iota: add the
                   shard's offset)
   lookup_dims     eqn -> operand-0 dims read at data-dependent indices (a split one makes each
                   device look up only what it holds; results are pending sums)
-  lookup_mode     eqn -> what an out-of-range index does: "clip" (clamped into range) or
-                  "fill" (the slice is the fill value), applied to global indices
+  lookup_mode     eqn -> what an out-of-range index does: "clip" (clamped into range),
+                  "fill" (the slice is the fill value) or "drop" (a scatter skips the
+                  update), applied to global indices
+  written_dims    eqn -> operand-0 dims a scatter writes at data-dependent indices (a split
+                  one makes each device write only the rows it holds: lower.WriteAt)
   halo_free_dims  eqn -> {operand-0 dim: stride} of windowed dims whose windows tile the dim
                   exactly, so splitting them into whole windows needs no halo
   local_groups    (eqn, operand local shapes) -> group-count params for a device holding
@@ -46,6 +50,7 @@ class Entry:
     counting_dim: str | None = None
     lookup_dims: Callable[..., tuple[int, ...]] | None = None
     lookup_mode: Callable[..., str] | None = None
+    written_dims: Callable[..., tuple[int, ...]] | None = None
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     halo: bool = False
     local_groups: Callable[..., dict] | None = None
@@ -161,7 +166,9 @@ register("dot_general", families.dot_general, combine="sum")
 register("reduce_sum", families.reduce, combine="sum")
 register("reduce_max", families.reduce, combine="max")
 register("reduce_min", families.reduce, combine="min")
-register("reduce_prod reduce_and reduce_or argmax argmin", families.reduce)
+register("reduce_prod reduce_and reduce_or", families.reduce)
+register("argmax", families.reduce, combine="argmax")
+register("argmin", families.reduce, combine="argmin")
 register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative)
 register("sort", families.sort)
 register("top_k", families.top_k)
@@ -179,7 +186,12 @@ register(
     lookup_dims=_gather_indexed,
     lookup_mode=_gather_mode,
 )
-register("scatter scatter-add scatter-mul scatter-min scatter-max", families_indexed.scatter)
+register(
+    "scatter scatter-add scatter-mul scatter-min scatter-max",
+    families_indexed.scatter,
+    written_dims=families_indexed.written_dims,
+    lookup_mode=families_indexed.scatter_mode,
+)
 register(
     "conv_general_dilated",
     families.conv,

@@ -2,7 +2,8 @@
 
 A plan is a list of steps over the sharding's spec. Each step is one of (XLA: ReshardNoCache):
   slice               keep a sub-block of the local shard: free (XLA: dynamic-slice)
-  all-reduce          resolve pending partial sums over some axes
+  all-reduce          resolve pending partial sums over some axes; or un-split a dim whose
+                      gathered blocks would be mostly padding by summing zero-padded blocks
   reduce-scatter      resolve pending sums and split a dim over the same axes at once
   all-to-all          move axes from one tensor dim to another
   all-gather          un-split the minor axes of a dim

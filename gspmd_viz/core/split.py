@@ -15,6 +15,7 @@ from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.halo_exchange import SpatialSplit, halo_permutes
 from gspmd_viz.core.halo_ops import halo_operands, split_of, wide_halos_gather, window_of
 from gspmd_viz.core.program import Equation, Value
+from gspmd_viz.core.reduce_combine import RIGHT_AWAY, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
@@ -204,12 +205,14 @@ class EquationSplit:
             if isinstance(v, Value):
                 total += costs.fetch_cost(v, self.operand_sharding(fa, i))
         red = self.reduction_axes(fa)
+        if self.combine in RIGHT_AWAY and red:
+            combined = combine_collectives(
+                e, self.combine, red, self.sizes, self.result_sharding(fa, 0)
+            )
+            total += sum(c.wire_bytes for c in combined)
         for j, v in enumerate(e.outputs):
             local = self.result_sharding(fa, j)
-            if self.combine in ("max", "min") and red:
-                n, nbytes = self.size(red), local.shard_bytes(v.shape, v.dtype)
-                total += 2 * (n - 1) / n * nbytes
-            if self.combine in ("max", "min"):
+            if self.combine in RIGHT_AWAY:
                 local = Sharding(self.mesh, local.spec)  # combined right away
             for target in costs.wanted(v):
                 total += cached_plan(local, target, v.shape, v.dtype).wire_bytes
