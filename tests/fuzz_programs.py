@@ -26,11 +26,12 @@ DTYPES = (jnp.float32, jnp.bfloat16, jnp.int32, jnp.bool_)
 GATHER_MODES = ("clip", "fill", "promise_in_bounds", None)  # None: jnp.take's default (fill)
 SCATTER_MODES = ("drop", "clip", "promise_in_bounds", None)  # None: .at[]'s default (drop)
 # Steps whose bytes exceed XLA's for a known reason (issue 10 items 10-12, not fixed yet):
-# slices, reversal, sort, cumsum and remat gather or replicate their operand.
+# slices, sort, cumsum and remat gather or replicate their operand; a reversal or roll of a
+# dim split unevenly shifts pieces (or gathers) where XLA may move less.
 # XLA:CPU aborts the process on some reduce_windows (Check failed in HandleReduceWindow), so
 # programs with one are not compiled by XLA.
 NO_XLA = {"reduce_window"}
-BYTES_GAPS = {"slice", "dynamic_slice", "rev", "sort", "remat", "cumsum", "gather"}
+BYTES_GAPS = {"slice", "dynamic_slice", "rev", "roll", "sort", "remat", "cumsum", "gather"}
 
 
 @dataclasses.dataclass
@@ -136,6 +137,13 @@ def _slice(b: _Build, shape, dtype):
 def _rev(b: _Build, shape, dtype):
     axis = b.draw(st.integers(0, 1))
     b.add("rev", f"flip({axis})", lambda h, a: jnp.flip(h, axis))
+    return shape
+
+
+def _roll(b: _Build, shape, dtype):
+    axis = b.draw(st.integers(0, 1))
+    shift = b.draw(st.integers(-shape[axis] - 1, shape[axis] + 1))
+    b.add("roll", f"roll({shift}, {axis})", lambda h, a: jnp.roll(h, shift, axis))
     return shape
 
 
@@ -307,6 +315,7 @@ ANY_DTYPE = (
     _reshape,
     _slice,
     _rev,
+    _roll,
     _dynamic_slice,
     _update,
     _gather,
