@@ -199,3 +199,16 @@ def test_a_flip_of_two_split_dims_is_one_permute_of_one_shard():
     assert (c.kind, c.shape, c.group_size) == ("collective-permute", (4, 16), 8)
     assert spmd.wire_bytes == x.nbytes / 8 == sum(t.wire_bytes for t in theirs)
     assert "reverse(x,y)" in spmd.per_device_text()
+
+
+def test_a_rolled_or_flipped_constant_is_whole_everywhere_and_exact():
+    mesh = gv.Mesh({"x": 4})
+
+    def f(x):
+        x = gv.mesh_split(x, mesh, ("x",))
+        c = jnp.roll(jnp.arange(8.0), 3) + jnp.flip(jnp.arange(8.0))  # constants, not values
+        return gv.mesh_split(x * c, mesh, ("x",))
+
+    x = jnp.asarray(np.random.default_rng(4).normal(size=8), jnp.float32)
+    spmd, _ = _partition(f, x, mesh)
+    assert "rotate" not in spmd.per_device_text() and "reverse" not in spmd.per_device_text()

@@ -69,6 +69,8 @@ def rotation_of(program: Program, eqn: Equation) -> Rotation | None:
     if a is None or b is None or first.inputs[0] is not second.inputs[0]:
         return None
     source = first.inputs[0]
+    if not isinstance(source, Value):  # a constant rolled: it is whole everywhere anyway
+        return None
     n = source.shape[d]
     if a[1] != n or b != (0, a[0]) or not 0 < a[0] < n:
         return None
@@ -118,7 +120,9 @@ def _rotate_plan(rot: Rotation, target: Sharding):
 def _reverse_plan(eqn: Equation, target: Sharding):
     v, dims = eqn.inputs[0], tuple(eqn.params["dimensions"])
     split = [d for d in sorted(dims) if target.dim_shards(d) > 1]
-    if not split or any(v.shape[d] % target.dim_shards(d) for d in split):
+    if not isinstance(v, Value) or not split:
+        return None
+    if any(v.shape[d] % target.dim_shards(d) for d in split):
         return None
     axes = tuple(a for d in split for a in target.dim_axes(d))
     blocks = int(np.prod([target.dim_shards(d) for d in split]))
