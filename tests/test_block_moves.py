@@ -206,7 +206,8 @@ def test_a_rolled_or_flipped_constant_is_whole_everywhere_and_exact():
 
     def f(x):
         x = gv.mesh_split(x, mesh, ("x",))
-        c = jnp.roll(jnp.arange(8.0), 3) + jnp.flip(jnp.arange(8.0))  # constants, not values
+        const = np.arange(8.0, dtype=np.float32)  # captured: a literal, not a traced value
+        c = jnp.roll(const, 3) + jnp.flip(const)
         return gv.mesh_split(x * c, mesh, ("x",))
 
     x = jnp.asarray(np.random.default_rng(4).normal(size=8), jnp.float32)

@@ -251,6 +251,8 @@ class Partitioner:
     def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
         """Exchange operand k's halos; returns the window-ready buffer's name."""
         v, fill = eqn.inputs[k], halo_ops.pad_value(eqn.eqn)
+        if not isinstance(v, Value):  # a captured constant, in its Const buffer ins[k]
+            v = Value(-1, v.shape, v.dtype, ins[k])
         if fill == halo_ops.OPERAND_1:  # pad's padding value: a buffer name or a Literal
             fill = ins[1]
         elif fill in (halo_ops.LOWEST, halo_ops.HIGHEST):  # what max (min) never picks
