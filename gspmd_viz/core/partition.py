@@ -163,7 +163,7 @@ class Partitioner:
             params = halo_ops.local_params(eqn.eqn, splits, compute.params)
             local_op = halo_ops.local_op(eqn.eqn)
             compute = dataclasses.replace(compute, params=params, local_op=local_op)
-            if halo_ops.returns_halo(eqn.eqn):
+            if halo_ops.returns_halo(eqn.eqn):  # the op goes in now; its return comes last
                 compute = self.return_halo(eqn, compute, splits, results[0])
         red = q.reduction_axes(fa)
         partial = q.combine in RIGHT_AWAY and red
