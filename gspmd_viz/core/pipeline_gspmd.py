@@ -70,13 +70,17 @@ def _split_stage(x, mesh: Mesh, axis: str):
     return mesh_split(x, mesh, (axis,) + (None,) * (x.ndim - 1))
 
 
+def _on_stage(stage_ids, stage: int, ndim: int):
+    """[S, 1, ...] mask of one stage's slot, broadcastable against the state [S, B, D]."""
+    return (stage_ids == stage).reshape((-1,) + (1,) * (ndim - 1))
+
+
 def _shift_in(state, inp, stage_ids, shift: str):
     """Stage s takes stage s−1's slot, stage 0 the new input.  [S, B, D] -> [S, B, D]"""
     if shift == "concatenate":
         return jnp.concatenate([inp[None], state[:-1]], axis=0)
     rolled = jnp.roll(state, 1, axis=0)  # the last stage's slot wraps round to stage 0
-    first = (stage_ids == 0).reshape((-1,) + (1,) * (state.ndim - 1))
-    return jnp.where(first, inp[None], rolled)
+    return jnp.where(_on_stage(stage_ids, 0, state.ndim), inp[None], rolled)
 
 
 def _weights_at(weights, t, stage_ids, microbatches: int, repeats: int):
@@ -103,7 +107,7 @@ class _Iteration:
 
     def last(self, state):
         """The last stage's slot, on every device.  [S, B, D] -> [B, D]"""
-        is_last = (jnp.arange(self.s) == self.s - 1).reshape((-1,) + (1,) * (state.ndim - 1))
+        is_last = _on_stage(jnp.arange(self.s), self.s - 1, state.ndim)
         return jnp.sum(jnp.where(is_last, state, 0), axis=0)
 
 
