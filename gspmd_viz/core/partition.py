@@ -239,8 +239,8 @@ class Partitioner:
         v, out = q.eqn.inputs[i], []
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)
-            # not lookups; operand 0's halo exchange fills its own padding
-            kinds = ("reduction",) if i == 0 else ("reduction", "windowed-sum")
+            # not lookups; an operand whose halos are exchanged gets its padding filled there
+            kinds = ("reduction",) if i in q.halo_operands else ("reduction", "windowed-sum")
             reduced = any(q.rule.factors[f].kind in kinds for f in fs)
             zeroed = i in entry_for(q.eqn).zero_padding
             if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
