@@ -100,13 +100,11 @@ GSPMD_VARIANTS = [
 
 def gspmd_row(shift, loop, R, mesh, xs, rng):
     """(ours bytes, XLA bytes, ours s, jax.jit s, exact) for one GSPMD-style pipeline."""
-    from gspmd_viz.core.pipeline_gspmd import gspmd_pipeline, gspmd_sequential
-
     S, D = mesh.axis_size("stage"), xs.shape[-1]
     lead = (S, R) if R > 1 else (S,)
     w = {"w": jnp.asarray(rng.normal(size=lead + (D, D)) / np.sqrt(D), jnp.float32),
          "b": jnp.zeros(lead + (D,), jnp.float32)}  # fmt: skip
-    f = gspmd_pipeline(stage_fn, mesh, shift=shift, loop=loop, repeats=R)
+    f = pipe.gspmd_pipeline(stage_fn, mesh, shift=shift, loop=loop, repeats=R)
     prop = gv.propagate(gv.trace(f, w, xs))
     spmd = gv.partition(prop)
     theirs = gv.xla.collectives(f, w, xs, mesh=mesh, in_shardings=prop.inputs,
@@ -116,7 +114,9 @@ def gspmd_row(shift, loop, R, mesh, xs, rng):
     placed = [jax.device_put(a, s) for a, s in zip(leaves, named, strict=True)]
     args = jax.tree.unflatten(tree, placed)
     jitted = jax.jit(f, in_shardings=jax.tree.unflatten(tree, named))
-    exact = np.allclose(spmd(*args), gspmd_sequential(stage_fn, w, xs, R), rtol=1e-5, atol=1e-5)
+    exact = np.allclose(
+        spmd(*args), pipe.gspmd_sequential(stage_fn, w, xs, R), rtol=1e-5, atol=1e-5
+    )
     t_ours, t_xla = paired_times(lambda: spmd(*args), lambda: jitted(*args), repeats=15)
     return spmd.wire_bytes, sum(c.wire_bytes for c in theirs), t_ours, t_xla, bool(exact)
 
