@@ -51,7 +51,7 @@ def rolls(draw):
 def test_a_roll_along_a_split_dim_is_exact_and_moves_no_more_than_xla(case):
     shape, dim, shift, mesh, spec = case
     f, x = _roll_program(shape, dim, shift, mesh, spec)
-    spmd, theirs = partitioned_and_xla(f, x, mesh)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     n, shards = shape[dim], gv.Sharding(mesh, spec).dim_shards(dim)
     ours = [str(c) for c in spmd.collectives]
     if n % shards == 0:  # one rotation: permutes of at most one shard per device
@@ -80,7 +80,7 @@ def test_a_roll_by_one_stage_is_one_permute_of_a_whole_shard():
     """The shift of a GSPMD pipeline: state [S, rows, D] split on its stage dim."""
     mesh = gv.Mesh({"stage": 4})
     f, x = _roll_program((4, 2, 8), 0, 1, mesh, ("stage", None, None))
-    spmd, theirs = partitioned_and_xla(f, x, mesh)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     (c,) = spmd.collectives
     assert (c.kind, c.shape, c.source) == ("collective-permute", (1, 2, 8), "eqn 3 concatenate")
     assert spmd.wire_bytes == x.nbytes / 4 == sum(t.wire_bytes for t in theirs)
@@ -169,7 +169,7 @@ def test_a_flip_along_split_dims_is_exact_and_moves_no_more_than_xla(case):
         return gv.mesh_split(jax.lax.rev(x, dims), mesh, spec)
 
     x = jnp.asarray(np.random.default_rng(2).normal(size=shape), jnp.float32)
-    spmd, theirs = partitioned_and_xla(f, x, mesh)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     sharding = gv.Sharding(mesh, spec)
     if all(shape[d] % sharding.dim_shards(d) == 0 for d in dims):  # one block move
         assert {c.kind for c in spmd.collectives} <= {"collective-permute"}
@@ -185,7 +185,7 @@ def test_a_flip_of_two_split_dims_is_one_permute_of_one_shard():
         return gv.mesh_split(jnp.flip(x), mesh, ("x", "y"))
 
     x = jnp.asarray(np.random.default_rng(3).normal(size=(16, 32)), jnp.float32)
-    spmd, theirs = partitioned_and_xla(f, x, mesh)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     (c,) = spmd.collectives
     assert (c.kind, c.shape, c.group_size) == ("collective-permute", (4, 16), 8)
     assert spmd.wire_bytes == x.nbytes / 8 == sum(t.wire_bytes for t in theirs)
@@ -202,5 +202,5 @@ def test_a_rolled_or_flipped_constant_is_whole_everywhere_and_exact():
         return gv.mesh_split(x * c, mesh, ("x",))
 
     x = jnp.asarray(np.random.default_rng(4).normal(size=8), jnp.float32)
-    spmd, _ = partitioned_and_xla(f, x, mesh)
+    spmd, _ = partitioned_and_xla(f, x, mesh=mesh)
     assert "rotate" not in spmd.per_device_text() and "reverse" not in spmd.per_device_text()

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax import lax
+from oracles import partitioned_and_xla
 
 import gspmd_viz as gv
 
@@ -36,15 +37,7 @@ def test_input_gradient_of_a_split_conv_exchanges_halos_like_xla(mesh_axes, stri
     def f(x, w):
         return gv.mesh_split(jax.grad(loss)(x, w), mesh, spec)
 
-    prog = gv.trace(f, x, w)
-    prop = gv.propagate(prog)
-    spmd = gv.partition(prop)
-    np.testing.assert_allclose(
-        np.asarray(spmd(x, w)), np.asarray(prog.unpartitioned(x, w)), rtol=1e-4, atol=1e-4
-    )
-    theirs = gv.xla.collectives(
-        f, x, w, mesh=mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
-    )
+    spmd, theirs = partitioned_and_xla(f, x, w, mesh=mesh, tol=1e-4)
     assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
     convs = [c for c in spmd.collectives if "conv_general_dilated" in c.source]
     assert len({c.source for c in convs}) == 2  # the forward conv and its input gradient
@@ -71,16 +64,7 @@ def test_kernel_gradient_of_a_split_conv_sums_partial_convs_over_shards(mesh_axe
         x = gv.mesh_split(x, mesh, tuple(spec))
         return jnp.sum(jnp.tanh(lax.conv_general_dilated(x, w, (stride, stride), "SAME")))
 
-    grad = jax.grad(loss)
-    prog = gv.trace(grad, w, x)
-    prop = gv.propagate(prog)
-    spmd = gv.partition(prop)
-    np.testing.assert_allclose(
-        np.asarray(spmd(w, x)), np.asarray(prog.unpartitioned(w, x)), rtol=1e-4, atol=1e-4
-    )
-    theirs = gv.xla.collectives(
-        grad, w, x, mesh=mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
-    )
+    spmd, theirs = partitioned_and_xla(jax.grad(loss), w, x, mesh=mesh, tol=1e-4)
     assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
     assert {c.kind for c in spmd.collectives} == {"collective-permute", "all-reduce"}
     (summed,) = [c for c in spmd.collectives if c.kind == "all-reduce"]

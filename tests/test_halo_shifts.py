@@ -71,7 +71,7 @@ def test_shifts_are_exact_and_move_only_boundary_elements(kind, rows, n, shards,
     # an annotation splitting that size-1 dim gathers it again (an identity rule gives size-1
     # dims no factor): one element more than XLA, which leaves it on the device that holds it
     assume(all(v.shape[-1] > 1 for v in prog.values))
-    spmd, theirs = partitioned_and_xla(f, x, mesh)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     ours = spmd.collectives
     mine, xla = spmd.wire_bytes, sum(c.wire_bytes for c in theirs)
     gathers = sum(_all_gather_bytes(v, shards) for v in _split_inputs(spmd))
@@ -95,7 +95,7 @@ def _split_inputs(spmd):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_shift_on_an_even_split_moves_no_more_than_xla(kind):
     f, x, mesh = _program(kind, 2, 32, 4, 5, 3, 0)
-    spmd, theirs = partitioned_and_xla(f, x, mesh)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     assert {c.kind for c in spmd.collectives} == {"collective-permute"}
     assert any(kind in c.source for c in spmd.collectives)
     assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
@@ -106,7 +106,7 @@ def test_roll_is_exact_with_collective_permutes_only(shift):
     """jnp.roll is slice, slice, concatenate: each one shifts by permutes (XLA fuses the three
     into one rotation and may send a little less: benchmarks/halo.py prints the ratio)."""
     f, x, mesh = _program("roll", 2, 37, 4, shift + 3, 0, 0)
-    spmd, _ = partitioned_and_xla(f, x, mesh)
+    spmd, _ = partitioned_and_xla(f, x, mesh=mesh)
     assert {c.kind for c in spmd.collectives} == {"collective-permute"}
     assert spmd.wire_bytes < x.nbytes * 3 / 4  # less than all-gathering the split dim
 
@@ -136,5 +136,5 @@ def test_a_halo_over_two_axes_in_either_order_reaches_the_right_neighbour(split)
         return gv.mesh_split(lax.pad(x, 0.0, ((0, 0, 0), (1, -1, 0))), mesh, (None, split))
 
     x = jnp.asarray(RNG.normal(size=(2, 16)), jnp.float32)
-    spmd, _ = partitioned_and_xla(f, x, mesh)
+    spmd, _ = partitioned_and_xla(f, x, mesh=mesh)
     assert {c.kind for c in spmd.collectives} == {"collective-permute"}
