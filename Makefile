@@ -49,6 +49,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check gspmd_viz tests benchmarks
 	$(VENV)/bin/ruff format --check gspmd_viz tests benchmarks
 
+# Two workers, one test file or lesson each at a time (a lesson's cells share a kernel).
 test: $(STAMP) debs-test lint
 	rm -rf $(TEST_HOME) && mkdir -p $(TEST_HOME)
-	$(TEST_ENV) $(VENV)/bin/pytest tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(TEST_ENV) $(VENV)/bin/pytest -n 2 --dist loadfile tests notebooks --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg

@@ -310,6 +310,7 @@ def run_lesson_in_browser(lab, lesson: str, driver, unrun: bool, run_timeout_ms:
 
     url, env = lab
     OUT.mkdir(exist_ok=True)
+    patient_expect()
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, env=env
@@ -344,6 +345,15 @@ def run_lesson_in_browser(lab, lesson: str, driver, unrun: bool, run_timeout_ms:
             assert entries.count() == 0, entries.all_inner_texts()
         finally:
             browser.close()
+
+
+def patient_expect() -> None:
+    """Every `expect` waits up to 30 s (Playwright's default is 5 s): make test runs two
+    workers, and on a loaded 2-core machine a widget's second comm message (e.g. the one that
+    un-greys a figure) can arrive seconds after the first."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
 
 
 def _strip_outputs(path: Path) -> None:

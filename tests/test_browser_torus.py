@@ -14,7 +14,15 @@ import json
 import statistics
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_FLAGS, OUT, _menu, _wait_idle, lab  # noqa: F401
+from test_browser import (  # noqa: F401
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    OUT,
+    _menu,
+    _wait_idle,
+    lab,
+    patient_expect,
+)
 
 pytestmark = pytest.mark.browser
 WIDTH = 1024  # the figure must fit a 1024 px window, legend included
@@ -91,6 +99,7 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
 
     url, env = lab
     OUT.mkdir(exist_ok=True)
+    patient_expect()
     timings: dict[str, list[float]] = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(
