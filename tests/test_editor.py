@@ -170,7 +170,7 @@ def test_every_control_through_every_option_keeps_controls_and_display_in_sync()
         _consistent(e)
 
 
-@pytest.mark.parametrize("fails_in", ["layout_figure", "jax_code", "layout_text"])
+@pytest.mark.parametrize("fails_in", ["layout_dict", "jax_code", "layout_text"])
 def test_an_unexpected_exception_in_any_view_is_one_inline_line_and_the_widget_recovers(
     monkeypatch, fails_in
 ):

@@ -37,11 +37,6 @@ MAX_LABELS = 64  # cells per facet that still get a printed device label
 PAD_FILL = "rgba(120,120,120,0.55)"
 
 
-def colour_index(block: Block, tiles) -> int:
-    """Shard number in C order, folded into the palette."""
-    return int(np.ravel_multi_index(block.index, tiles)) % len(PALETTE)
-
-
 def _colorscale() -> list:
     n = len(PALETTE)
     scale = []
@@ -55,21 +50,42 @@ def _facets(tiles: tuple[int, ...], lead: int) -> list[tuple[int, ...]]:
     return list(product(*[range(min(t, MAX_FACETS)) for t in tiles[:lead]]))
 
 
-def _grid(cells: list[Block], tiles, ndim: int, itemsize: int) -> dict:
-    """Heatmap arrays for one facet: rows = blocks of dim -2 (or one row), cols = dim -1."""
+def _numbers(cells: list[Block], tiles) -> np.ndarray:
+    """[cells] each block's palette colour: its shard number in C order, folded. Beyond 64
+    shards every fold turns the hues by 8 (opposite ones), so a 64-wide grid's rows differ and
+    never show as stripes along one dim."""
+    index = np.array([b.index for b in cells]).reshape(len(cells), len(tiles))
+    number = np.ravel_multi_index(index.T, tiles)
+    return (number + 8 * (number // len(PALETTE))) % len(PALETTE)
+
+
+def _grid(cells: list[Block], tiles, ndim: int, itemsize: int, hover: bool) -> dict:
+    """Heatmap arrays for one facet: rows = blocks of dim -2 (or one row), cols = dim -1;
+    per-block hover text only when asked (small facets)."""
     n_rows = tiles[-2] if ndim >= 2 else 1
+    rows = [b.index[-2] if ndim >= 2 else 0 for b in cells]
+    cols = [b.index[-1] for b in cells]
     z = np.zeros((n_rows, tiles[-1]))
+    z[rows, cols] = _numbers(cells, tiles)
     text = np.empty((n_rows, tiles[-1]), dtype=object)
-    hover = np.empty((n_rows, tiles[-1]), dtype=object)
-    for b in cells:
-        r, c = (b.index[-2] if ndim >= 2 else 0), b.index[-1]
-        z[r, c] = colour_index(b, tiles)
-        text[r, c] = device_label(b.devices, limit=4)
-        hover[r, c] = (
+    text[rows, cols] = _objects(device_label(b.devices, limit=4) for b in cells)
+    notes = None
+    if hover:
+        notes = np.empty((n_rows, tiles[-1]), dtype=object)
+        notes[rows, cols] = _objects(
             f"block {b.box()}<br>devices {device_label(b.devices, limit=12)}"
             f"<br>{b.size * itemsize} B data + {b.padding * itemsize} B padding"
+            for b in cells
         )
-    return {"z": z, "text": text, "hover": hover}
+    return {"z": z, "text": text, "hover": notes}
+
+
+def _objects(items) -> np.ndarray:
+    """A 1-D object array (strings stay whole when assigned into a grid)."""
+    items = list(items)
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 def _edges(sharding: Sharding, shape, dim: int) -> list[int]:
@@ -123,6 +139,14 @@ def _axis_title(sharding: Sharding, shape, dim: int) -> str:
 
 def layout_figure(sharding: Sharding, shape, dtype="float32", title: str | None = None):
     """Plotly figure of the blocks of an array of `shape` under `sharding` (rank 1 to 4+)."""
+    # plain dicts, unvalidated: plotly's property validation took ~200 ms of a ~250 ms redraw
+    # (test_viz_arrays checks that validating the result changes nothing)
+    return go.Figure(layout_dict(sharding, shape, dtype, title), _validate=False)
+
+
+def layout_dict(sharding: Sharding, shape, dtype="float32", title: str | None = None) -> dict:
+    """`layout_figure` as plotly's plain {"data", "layout"} dict (numpy arrays inside): what a
+    widget sends without the figure's deep copy (~100 ms for 4096 devices)."""
     shape = tuple(int(n) for n in shape)
     ndim, tiles = len(shape), sharding.tiles(len(shape))
     itemsize = np.dtype(dtype).itemsize
@@ -152,9 +176,7 @@ def layout_figure(sharding: Sharding, shape, dtype="float32", title: str | None 
         plot_bgcolor="white",
         showlegend=False,
     )
-    # plain dicts, unvalidated: plotly's property validation took ~200 ms of a ~250 ms redraw
-    # (test_viz_arrays checks that validating the result changes nothing)
-    return go.Figure({"data": data, "layout": layout}, _validate=False)
+    return {"data": data, "layout": layout}
 
 
 @functools.lru_cache(maxsize=64)
@@ -202,10 +224,10 @@ def _set(props: dict) -> dict:
 
 def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) -> None:
     ndim, tiles = len(shape), sharding.tiles(len(shape))
-    grid = _grid(cells, tiles, ndim, itemsize)
+    labels = (tiles[-2] if ndim >= 2 else 1) * tiles[-1] <= MAX_LABELS
+    grid = _grid(cells, tiles, ndim, itemsize, hover=labels)
     x = _edges(sharding, shape, ndim - 1)
     y = _edges(sharding, shape, ndim - 2) if ndim >= 2 else [0, 1]
-    labels = grid["z"].size <= MAX_LABELS
     panel.add(
         "heatmap",
         z=grid["z"],
@@ -214,7 +236,7 @@ def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) ->
         text=grid["text"],
         # big facets hover the device list only: the long per-block text would cost the
         # 4096-device frame ~0.5 MB
-        customdata=grid["hover"] if labels else None,
+        customdata=grid["hover"],
         hovertemplate=("%{customdata}" if labels else "devices %{text}") + "<extra></extra>",
         colorscale=_colorscale(),
         zmin=-0.5,
@@ -267,22 +289,30 @@ def _labels(cells: list[Block], ndim: int) -> dict:
 
 
 def _draw_bytes(panel, sharding, all_blocks, tiles, itemsize) -> None:
-    """Bar per device: bytes of real data it holds, coloured like its block."""
-    held = {d: b for b in all_blocks for d in b.devices}
+    """Bar per device: bytes of real data it holds, coloured like its block; hover gives the
+    block's extent from numbers (customdata [devices, 2 * ndim]: start, stop per dim)."""
+    owner = np.empty(sharding.mesh.size, dtype=int)  # [devices] -> index into all_blocks
+    for k, b in enumerate(all_blocks):
+        owner[list(b.devices)] = k
+    start = np.array([b.start for b in all_blocks]).reshape(len(all_blocks), len(tiles))
+    stop = np.array([b.stop for b in all_blocks]).reshape(start.shape)
+    extent = np.stack([start, stop], axis=-1).reshape(len(all_blocks), -1)[owner]
+    cd = "%{{customdata[{}]}}"
+    box = ", ".join(f"{cd.format(2 * d)}:{cd.format(2 * d + 1)}" for d in range(len(tiles)))
     devices = list(range(sharding.mesh.size))
     panel.add(
         "bar",
         x=np.arange(len(devices)),
-        y=np.array([held[d].size * itemsize for d in devices]),
+        y=(np.prod(stop - start, axis=1) * itemsize)[owner],
         marker={  # colour numbers through the blocks' colour scale: no 4096 colour strings
-            "color": np.array([colour_index(held[d], tiles) for d in devices]),
+            "color": _numbers(all_blocks, tiles)[owner],
             "colorscale": _colorscale(),
             "cmin": -0.5,
             "cmax": len(PALETTE) - 0.5,
             "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},
         },
-        customdata=np.array([held[d].box() for d in devices], dtype=object),
-        hovertemplate="device %{x}: %{y} B of block %{customdata}<extra></extra>",
+        customdata=extent,
+        hovertemplate=f"device %{{x}}: %{{y}} B of block [{box}]<extra></extra>",
         name="bytes",
     )
     every = {"tickmode": "array", "tickvals": devices} if len(devices) <= 64 else {}

@@ -11,10 +11,12 @@ import json
 from itertools import permutations
 
 import ipywidgets as widgets
+import plotly.graph_objects as go
+import plotly.io as pio
 
 from gspmd_viz.core.hlo import parse_hlo
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.viz.arrays import layout_figure
+from gspmd_viz.viz.arrays import layout_dict
 from gspmd_viz.viz.blocks import layout_text
 from gspmd_viz.viz.inline import STALE_CSS, error_html, error_line, inline_errors
 from gspmd_viz.viz.notation import (
@@ -206,7 +208,7 @@ class ShardingEditor(widgets.VBox):
     def _render(self, sharding: Sharding, shape) -> None:
         """Compute every view of `sharding` first, then show them (all or nothing)."""
         n = self.notations(sharding, shape)
-        figure = layout_figure(sharding, shape, self.dtype.value)
+        spec = layout_dict(sharding, shape, self.dtype.value)
         rows = "".join(
             f"<tr><th style='text-align:left;padding-right:1em'>{k}</th>"
             f"<td><code>{html.escape(n[k])}</code></td></tr>"
@@ -221,8 +223,8 @@ class ShardingEditor(widgets.VBox):
             )
         )
         self.notation.value = f"<table class='gv-notations'>{rows}</table>{code}"
-        self.figure = figure
-        _show(self.plot, figure)
+        self.figure = go.Figure(spec, _validate=False)
+        _show(self.plot, spec)
 
     def static_figure(self):
         """What `gspmd_viz.viz.static.show` saves for readers without a kernel."""
@@ -246,8 +248,9 @@ def _choice(entry):
     return entry
 
 
-def _show(output: widgets.Output, figure) -> None:
+def _show(output: widgets.Output, spec: dict) -> None:
     """Put the figure into the Output as widget state, in plotly's mimetype (what its
     JupyterLab renderer draws). No iopub routing, so a live kernel, nbconvert and nbval agree."""
-    bundle = {"application/vnd.plotly.v1+json": {**json.loads(figure.to_json()), "config": {}}}
+    plain = json.loads(pio.to_json(spec, validate=False))  # numpy arrays -> lists, no deep copy
+    bundle = {"application/vnd.plotly.v1+json": {**plain, "config": {}}}
     output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
