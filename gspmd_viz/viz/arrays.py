@@ -315,7 +315,15 @@ def _draw_bytes(panel, sharding, all_blocks, tiles, itemsize) -> None:
         hovertemplate=f"device %{{x}}: %{{y}} B of block [{box}]<extra></extra>",
         name="bytes",
     )
-    every = {"tickmode": "array", "tickvals": devices} if len(devices) <= 64 else {}
-    x_axis = {"title": {"text": "device id"}, "tickfont": {"size": 9 if len(devices) > 32 else 12},
-              "range": [-0.5, len(devices) - 0.5], **every}  # fmt: skip
+    x_axis = {"title": {"text": "device id"}, "range": [-0.5, len(devices) - 0.5],
+              **_device_ticks(len(devices))}  # fmt: skip
     panel.axes(x_axis, {"title": {"text": "bytes of data"}, "rangemode": "tozero"})
+
+
+def _device_ticks(n: int) -> dict:
+    """Every device id up to 16 devices, else every 2^k-th (at most 16 labels), upright:
+    plotly.js measures each label, and 64 of them took ~150 of a ~250 ms draw."""
+    step = 1
+    while n / step > 16:
+        step *= 2
+    return {"tickmode": "linear", "tick0": 0, "dtick": step, "tickangle": 0}
