@@ -52,10 +52,6 @@ def bytes_only():
         split.rank, split.twice, split.merged = saved
 
 
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.3f}" if b else ("1.000" if a == b else "inf")
-
-
 def costs_and_runtime(name: str) -> tuple[xla_cost.Side, float, float]:
     ex = examples.get(name)
     prop = gv.propagate(gv.trace(ex.fn, *ex.args))
@@ -85,10 +81,10 @@ def zoo_table() -> None:
     print(f"{'zoo program':<20} {'FLOPs':>6} {'memory':>6} {'bytes':>6}   {'runtime':>7}")
     for name in sorted(examples.ZOO):
         side, ours_t, jit_t = costs_and_runtime(name)
-        o, x = side.ours, side.xla
+        flops, memory, wire = (side.ratio(k) for k in ("flops", "memory", "wire_bytes"))
         print(
-            f"{name:<20} {ratio(o.flops, x.flops):>6} {ratio(o.memory, x.memory):>6} "
-            f"{ratio(o.wire_bytes, x.wire_bytes):>6}   {ours_t / jit_t:>7.2f}   {side.text()}"
+            f"{name:<20} {flops:>6.3f} {memory:>6.3f} {wire:>6.3f}   {ours_t / jit_t:>7.2f}   "
+            f"{side.text()}"
         )
 
 
@@ -111,7 +107,7 @@ def real_size_table(mesh=None) -> None:
             old = split_cost.plan_cost(gv.partition(prop), chip)
         print(
             f"{name:<18} time {format_time(ours.time_s):>9} / {format_time(old.time_s):>9} = "
-            f"{ratio(ours.time_s, old.time_s)};  FLOPs {ours.flops:.3g} / {old.flops:.3g};  "
+            f"{ours.time_s / old.time_s:.3f};  FLOPs {ours.flops:.3g} / {old.flops:.3g};  "
             f"bytes {format_bytes(ours.wire_bytes)} / {format_bytes(old.wire_bytes)};  "
             f"peak {format_bytes(ours.peak_bytes)} / {format_bytes(old.peak_bytes)}"
         )

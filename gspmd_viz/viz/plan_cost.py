@@ -7,25 +7,17 @@ from __future__ import annotations
 
 from gspmd_viz.core.split_cost import plan_cost
 from gspmd_viz.partition_on_chip import chip_cost
-from gspmd_viz.units import format_bytes
 
 __all__ = ["plan_text"]
 
 
-def _ratio(ours: float, xla: float) -> str:
-    return f"{ours / xla:.2f}x" if xla else ("1.00x" if ours == xla else "n/a")
-
-
 def xla_text(side) -> str:
     """Ours / XLA's per device, both compiled: FLOPs, memory, wire bytes, and the ratios."""
-    o, x = side.ours, side.xla
-    return (
-        f"compiled, per device, ours / XLA's: FLOPs {o.flops:,.0f} / {x.flops:,.0f} "
-        f"({_ratio(o.flops, x.flops)}), memory {format_bytes(o.memory)} / "
-        f"{format_bytes(x.memory)} ({_ratio(o.memory, x.memory)}), wire "
-        f"{format_bytes(o.wire_bytes)} / {format_bytes(x.wire_bytes)} "
-        f"({_ratio(o.wire_bytes, x.wire_bytes)})"
+    ratios = ", ".join(
+        f"{name} {side.ratio(field):.2f}x"
+        for name, field in (("FLOPs", "flops"), ("memory", "memory"), ("wire", "wire_bytes"))
     )
+    return f"compiled, per device, ours / XLA's: {side.text()}\n  ratios: {ratios}"
 
 
 def plan_text(spmd, chip: str, xla=None) -> str:
