@@ -1,13 +1,18 @@
 """Partitioner benchmarks, measured side by side in one run (prints; never asserts).
 
-1. Our wire bytes / XLA's, per zoo program, same input and output shardings (goal <= 1.0).
-2. Our partitioned runtime / jax.jit with the same shardings on 8 CPU devices
-   (medians of several runs; goal <= 1.15).
+1. Per zoo program, same input and output shardings, ours / XLA's per device: FLOPs and memory
+   (each compiled program's own cost and memory analysis; goals <= 1.05, <= 1.10) and wire bytes
+   (XLA's all-reduce + dynamic-slice counted as a reduce-scatter; goal <= 1.0); then our
+   partitioned runtime / jax.jit on 8 CPU devices (medians of several runs; goal <= 1.15).
+2. At real sizes (d_model 8192, vocab 32k, a 16x16 mesh; symbolic: no devices, so no XLA): the
+   estimated step time on tpu-v3 of our plan / the plan chosen by wire bytes alone (the chooser
+   before issue 11), with each plan's FLOPs, bytes and peak memory per device.
 3. Partition time on a 64x64 mesh / on a 2x4 mesh (symbolic; goal <= 1.2).
 
 Run: .venv/bin/python benchmarks/partition.py
 """
 
+import contextlib
 import statistics
 import time
 
@@ -16,20 +21,42 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
+import numpy as np  # noqa: E402
 from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
-from gspmd_viz import examples  # noqa: E402
-from gspmd_viz.core import split  # noqa: E402
+from gspmd_viz import examples, xla_cost  # noqa: E402
+from gspmd_viz.core import split, split_cost  # noqa: E402
+from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
+from gspmd_viz.units import format_bytes, format_time  # noqa: E402
+
+F32, I32 = np.float32, np.int32
+D, V, H = 8192, 32768, 32768  # d_model, vocabulary, feed-forward hidden
+REAL = {  # zoo program -> its arguments at real sizes
+    "mlp": [(8192, D), (D, H), (H, D)],
+    "mlp_train_step": [(8192, D), (8192, D), (D, H), (H, D)],
+    "transformer_block": [(16, 2048, D), *[(D, 64, 128)] * 4, (D, H), (H, D)],
+    "embedding_loss": [((256, 2048), I32), ((256, 2048), I32), (V, D)],
+    "conv_block": [(64, 128, 128, 256), (3, 3, 256, 512), (512, 10)],
+}
 
 
-def bytes_and_runtime(name: str) -> tuple[float, float, float, float]:
+@contextlib.contextmanager
+def bytes_only():
+    """The chooser before issue 11: candidates ranked by wire bytes alone, none merged."""
+    saved = split.rank, split.twice, split.merged
+    split.rank = lambda q, fa, costs, wire_bytes: wire_bytes
+    split.twice, split.merged = (lambda *a: 1), (lambda found: [])
+    try:
+        yield
+    finally:
+        split.rank, split.twice, split.merged = saved
+
+
+def costs_and_runtime(name: str) -> tuple[xla_cost.Side, float, float]:
     ex = examples.get(name)
     prop = gv.propagate(gv.trace(ex.fn, *ex.args))
     spmd = gv.partition(prop)
-    theirs = gv.xla.collectives(
-        ex.fn, *ex.args, mesh=ex.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
-    )
-    xla_bytes = sum(c.wire_bytes for c in theirs)
+    side = xla_cost.compare(ex.fn, ex.args, spmd)
     flat = jax.tree.leaves(ex.args)
     placed = [
         jax.device_put(x, s.to_named_sharding()) for x, s in zip(flat, prop.inputs, strict=True)
@@ -46,7 +73,44 @@ def bytes_and_runtime(name: str) -> tuple[float, float, float, float]:
         ),
     )
     ours_t, jit_t = paired_times(lambda: spmd(*args), lambda: jitted(*args))
-    return spmd.wire_bytes, xla_bytes, ours_t, jit_t
+    return side, ours_t, jit_t
+
+
+def zoo_table() -> None:
+    print("zoo programs on a 2x4 mesh, per device, ours / XLA's")
+    print(f"{'zoo program':<20} {'FLOPs':>6} {'memory':>6} {'bytes':>6}   {'runtime':>7}")
+    for name in sorted(examples.ZOO):
+        side, ours_t, jit_t = costs_and_runtime(name)
+        flops, memory, wire = (side.ratio(k) for k in ("flops", "memory", "wire_bytes"))
+        print(
+            f"{name:<20} {flops:>6.3f} {memory:>6.3f} {wire:>6.3f}   {ours_t / jit_t:>7.2f}   "
+            f"{side.text()}"
+        )
+
+
+def real_args(shapes):
+    return [
+        jax.ShapeDtypeStruct(*s) if isinstance(s[1], type) else jax.ShapeDtypeStruct(s, F32)
+        for s in shapes
+    ]
+
+
+def real_size_table(mesh=None) -> None:
+    mesh = mesh or {"x": 16, "y": 16}
+    chip = chip_cost("tpu-v3")
+    print("\nreal sizes on a 16x16 mesh, per device on tpu-v3: our plan vs the bytes-only plan")
+    for name, shapes in REAL.items():
+        ex = examples.get(name, mesh=mesh, symbolic=True)
+        prop = gv.propagate(gv.trace(ex.fn, *real_args(shapes)))
+        ours = gv.partition(prop).cost
+        with bytes_only():
+            old = split_cost.plan_cost(gv.partition(prop), chip)
+        print(
+            f"{name:<18} time {format_time(ours.time_s):>9} / {format_time(old.time_s):>9} = "
+            f"{ours.time_s / old.time_s:.3f};  FLOPs {ours.flops:.3g} / {old.flops:.3g};  "
+            f"bytes {format_bytes(ours.wire_bytes)} / {format_bytes(old.wire_bytes)};  "
+            f"peak {format_bytes(ours.peak_bytes)} / {format_bytes(old.peak_bytes)}"
+        )
 
 
 def partition_times(meshes, name: str = "transformer_block", repeats: int = 9) -> list[float]:
@@ -67,18 +131,11 @@ def partition_times(meshes, name: str = "transformer_block", repeats: int = 9) -
 
 
 def main() -> None:
-    head = f"{'zoo program':<20} {'ours B':>9} {'XLA B':>9} {'bytes':>6}   "
-    print(head + f"{'ours':>9} {'jit':>9} {'time':>6}")
-    for name in sorted(examples.ZOO):
-        ours_b, xla_b, ours_t, jit_t = bytes_and_runtime(name)
-        ratio_b = ours_b / xla_b if xla_b else float("nan")
-        print(
-            f"{name:<20} {ours_b:>9.0f} {xla_b:>9.0f} {ratio_b:>6.2f}   "
-            f"{ours_t * 1e3:>7.2f}ms {jit_t * 1e3:>7.2f}ms {ours_t / jit_t:>6.2f}"
-        )
+    zoo_table()
+    real_size_table()
     small, big = partition_times([{"x": 2, "y": 4}, {"x": 64, "y": 64}])
     print(
-        f"partition time, transformer block: 2x4 {small * 1e3:.1f} ms, "
+        f"\npartition time, transformer block: 2x4 {small * 1e3:.1f} ms, "
         f"64x64 {big * 1e3:.1f} ms, ratio {big / small:.2f} (goal <= 1.2)"
     )
 

@@ -6,12 +6,12 @@ from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.devices import use_cpu_devices
 from gspmd_viz.core.halo import halo_plan
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.partition import partition
 from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.training import weight_update_sharding
+from gspmd_viz.partition_on_chip import partition
 
 __all__ = [
     "Collective",

@@ -8,7 +8,8 @@ replica_groups come in three syntaxes:
   explicit  `replica_groups={{0,1,2,3},{4,5,6,7}}`
   iota      `replica_groups=[2,4]<=[8]` or `[2,4]<=[4,2]T(1,0)`
   mesh      `replica_groups=mesh['axis_0'=2,'axis_1'=4], device_ids=([2,4]T(1,0)) {'axis_1'}`
-Remember XLA:CPU turns reduce-scatter into all-reduce + dynamic-slice: compare by bytes.
+XLA:CPU spells a reduce-scatter as an all-reduce whose result is only dynamic-sliced (1/n of
+one dim per device): `parse_hlo` reports it as the reduce-scatter it is (xla_scatter.py).
 """
 
 import functools
@@ -23,6 +24,7 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.execute import pad_global, padded_shape
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.xla_scatter import reduce_scatters, slicing_computations
 
 _DTYPES = {"pred": "bool", "bf16": "bfloat16", "f16": "float16", "f32": "float32"}
 _DTYPES |= {"f64": "float64", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64"}
@@ -209,18 +211,34 @@ def _trips(comps: dict, entry: str | None) -> dict[str, tuple[int, str]]:
     return found
 
 
+def _fair(lines: list[str], mesh: Mesh | None, slicing: set[str]) -> list[list[Collective]]:
+    """The collectives of each line of one computation, an all-reduce that is only
+    dynamic-sliced to 1/n of one dim reported as the reduce-scatter it is."""
+    found = [parse_line(line, mesh) for line in lines]
+    single = {
+        i: cs[0].group_size
+        for i, cs in enumerate(found)
+        if len(cs) == 1 and cs[0].kind == "all-reduce"
+    }
+    for i, dim in reduce_scatters(lines, single, slicing).items():
+        found[i] = [replace(found[i][0], kind="reduce-scatter", dims=(dim,))]
+    return found
+
+
 def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
     """Every collective in a partitioned HLO module's text, in program order; one inside a
-    loop body counts all its trips (`trips`, and `wire_bytes` over all of them)."""
+    loop body counts all its trips (`trips`, and `wire_bytes` over all of them); XLA:CPU's
+    all-reduce + dynamic-slice counts as a reduce-scatter."""
     comps, entry = _computations(text)
+    slicing = slicing_computations(text)
     if entry is None:  # a bare list of instructions
-        return [c for line in text.splitlines() for c in parse_line(line, mesh)]
+        return [c for cs in _fair(text.splitlines(), mesh, slicing) for c in cs]
     trips = _trips(comps, entry)
     found = []
     for name, lines in comps.items():
         n, note = trips.get(name, (1, ""))
-        for line in lines:
-            found += [replace(c, trips=n, trips_note=note) for c in parse_line(line, mesh)]
+        for cs in _fair(lines, mesh, slicing):
+            found += [replace(c, trips=n, trips_note=note) for c in cs]
     return found
 
 

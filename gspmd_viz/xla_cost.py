@@ -32,6 +32,11 @@ class Side:
     ours: Measured
     xla: Measured
 
+    def ratio(self, field: str) -> float:
+        """Ours / XLA's for "flops", "memory" or "wire_bytes" (1.0 when both are 0)."""
+        a, b = getattr(self.ours, field), getattr(self.xla, field)
+        return a / b if b else (1.0 if a == b else float("inf"))
+
     def text(self) -> str:
         """`FLOPs ours / XLA, memory ours / XLA, wire ours / XLA` on one line."""
         o, x = self.ours, self.xla

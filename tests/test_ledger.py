@@ -9,10 +9,12 @@ import jax.numpy as jnp
 import pytest
 
 import gspmd_viz as gv
+from gspmd_viz import examples, xla_cost
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.sim import placement as pl
 from gspmd_viz.units import format_time
 from gspmd_viz.viz import ledger
+from gspmd_viz.viz.plan_cost import plan_text
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 
@@ -160,3 +162,24 @@ def test_halos_rolls_and_gathered_dims_are_in_the_ledger():
     text = ledger.ledger_text(spmd)
     assert any(line.startswith("note: ") and "is gathered" in line for line in text.splitlines())
     assert f"total: {len(spmd.collectives)} collectives" in text
+
+
+def test_the_plans_cost_is_timed_on_the_chosen_chip(spmd):
+    for chip in ("tpu-v3", "tpu-v5p"):
+        text = plan_text(spmd, chip)
+        # per device: [8, 32] @ [32, 16], relu on [8, 16], [8, 16] @ [16, 32]; an all-reduce
+        flops = 2 * 8 * 32 * 16 + 8 * 16 + 2 * 8 * 16 * 32
+        comm = collective_time("all-reduce", 8 * 32 * 4, 4, chip)
+        t = flops / CHIPS[chip].peak_bf16_flops + comm
+        assert f"our plan on {chip}" in text and f"{flops:,.0f} FLOPs" in text
+        assert format_time(t) in text and "1.5 KiB on the wire" in text
+
+
+def test_a_zoo_ledger_shows_xlas_compiled_figures_beside_ours():
+    w = ledger.LedgerWidget("mlp")
+    ex = examples.get("mlp")
+    side = xla_cost.compare(ex.fn, ex.args, w.spmd)  # the oracle: both compiled programs
+    assert w.xla == side
+    assert side.text() in w.figure and f"FLOPs {side.ratio('flops'):.2f}x" in w.figure
+    w.chip.value = "tpu-v4"
+    assert "our plan on tpu-v4" in w.figure and "ours / XLA&#x27;s" in w.figure

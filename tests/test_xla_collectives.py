@@ -134,3 +134,28 @@ def test_uneven_boundary_pins_are_compared_not_refused():
         double, jnp.ones(6), mesh=mesh8, in_shardings=[("x",)], out_shardings=[(None,)]
     )
     assert (c.kind, c.axes, c.shape, c.group_size) == ("all-gather", ("x",), (1,), 8)
+
+
+def test_all_reduce_only_dynamic_sliced_counts_as_the_reduce_scatter_it_is():
+    """XLA:CPU spells [16, 32/y] @ [32/y, 64] -> [16/y, 64] as an all-reduce of the [16, 64]
+    partial sums, then a dynamic-slice keeping 4 of the 16 rows: a reduce-scatter."""
+    mesh = gv.Mesh({"x": 2, "y": 4})
+
+    def f(a, b):
+        a, b = gv.mesh_split(a, mesh, (None, "y")), gv.mesh_split(b, mesh, ("y", None))
+        return gv.mesh_split(a @ b, mesh, ("y", None))
+
+    (c,) = gv.xla.collectives(f, jnp.ones((16, 32)), jnp.ones((32, 64)), mesh=mesh)
+    assert (c.kind, c.axes, c.shape, c.dims) == ("reduce-scatter", ("y",), (16, 64), (0,))
+    assert c.wire_bytes == 3 / 4 * 16 * 64 * 4  # (n-1)/n of the operand, not 2(n-1)/n
+
+
+def test_all_reduce_used_whole_stays_an_all_reduce():
+    mesh = gv.Mesh({"x": 2, "y": 4})
+
+    def f(a, b):
+        a, b = gv.mesh_split(a, mesh, (None, "y")), gv.mesh_split(b, mesh, ("y", None))
+        return gv.mesh_split(a @ b, mesh, (None, None))
+
+    (c,) = gv.xla.collectives(f, jnp.ones((16, 32)), jnp.ones((32, 64)), mesh=mesh)
+    assert c.kind == "all-reduce" and c.wire_bytes == 2 * 3 / 4 * 16 * 64 * 4

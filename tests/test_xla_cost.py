@@ -43,3 +43,10 @@ def test_wire_bytes_are_each_sides_own():
     ring = 2 * 3 / 4 * M * N * 4
     assert side.ours.wire_bytes == side.xla.wire_bytes == ring
     assert "FLOPs" in side.text() and "6.0 KiB" in side.text()
+
+
+def test_ratios_are_ours_over_xlas_and_one_when_both_are_zero():
+    side = xla_cost.Side(xla_cost.Measured(300.0, 40, 0.0), xla_cost.Measured(200.0, 40, 0.0))
+    assert (side.ratio("flops"), side.ratio("memory"), side.ratio("wire_bytes")) == (1.5, 1, 1)
+    more = xla_cost.Side(xla_cost.Measured(1.0, 1, 8.0), xla_cost.Measured(1.0, 1, 0.0))
+    assert more.ratio("wire_bytes") == float("inf")

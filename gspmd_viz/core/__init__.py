@@ -23,7 +23,9 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      data and text, local lowering, the kernels one device
                                      runs, reductions combined right away (max, argmax), all-gather
                                      combining, and running instructions from a table
-  partition    split regions partition
+  partition    split_cost split regions partition
+                                     what a split costs beyond bytes (work done twice,
+                                     FLOPs, time on a chip, memory) and the plan's record;
                                      choosing each equation's split; loops partitioned
                                      once into a per-device loop; the pass itself
   programs     pipeline pipeline_gspmd training
@@ -35,5 +37,5 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 Module order: devices mesh hlo sharding annotate values builder program factors families
 families_indexed registry propagation propagate collective halo halo_exchange halo_ops
 halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine combine
-execute split regions partition pipeline pipeline_gspmd training
+execute split_cost split regions partition pipeline pipeline_gspmd training
 """

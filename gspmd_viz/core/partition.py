@@ -1,8 +1,8 @@
 """`gv.partition(prop)`: one per-device program, with every collective explicit.
 
 Per equation, from the propagated shardings and the equation's factor rule:
-  1. choose how to split the equation's factors, by the wire bytes each choice costs
-     (split.py: what propagation settled, or what an operand or result already holds);
+  1. choose how to split the equation's factors (split.py: what propagation settled, or what
+     an operand or result holds; split_cost.py: no work twice, then bytes, then time);
   2. reshard every operand to the sharding the local op needs (gv.reshard_plan);
   3. run the primitive on local shapes (lower.py rewrites shape params, masks padding);
   4. a split reduction factor leaves pending sums (resolved where a consumer needs them:
@@ -10,7 +10,8 @@ Per equation, from the propagated shardings and the equation's factor rule:
      an all-reduce right away. need_replication / permutation factors stay whole; a split
      windowed factor (convolution, pooling) first exchanges its operand's halos with
      collective-permutes (halo_exchange.py), unless its windows tile the dim exactly.
-Partitioning is symbolic: it never touches devices, so 4096-device meshes work.
+Partitioning is symbolic: it never touches devices, so 4096-device meshes work. `spmd.cost`:
+per device FLOPs, bytes, time on the chip and peak memory (split_cost.PlanCost).
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 
@@ -25,14 +26,15 @@ from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collec
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
+from gspmd_viz.core.split_cost import with_cost
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 
 # --- the pass ---------------------------------------------------------------------------------
 
 
 class Partitioner:
-    def __init__(self, prop):
-        self.prop, self.mesh, self.program = prop, prop.mesh, prop.program
+    def __init__(self, prop, chip=None):
+        self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
         self.sizes = prop.mesh.shape
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []
@@ -100,10 +102,7 @@ class Partitioner:
     def literal(self, lit: Literal, target: Sharding, consumer: Equation):
         if not lit.shape or target.is_replicated:
             return lit
-        v = Value(-1, lit.shape, lit.dtype, self.fresh("const"))
-        self.instructions.append(Const(v.name, lit))
-        self.versions[v] = [(Sharding(self.mesh, ()), v.name)]
-        return self.fetch(v, target, consumer)
+        return self.buffer(lit, target, consumer)
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
@@ -321,10 +320,11 @@ class Partitioner:
         return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
 
 
-def partition(prop) -> "SPMDProgram":
-    """The per-device program for a propagated program (`gv.propagate(gv.trace(f, ...))`)."""
+def partition(prop, chip=None) -> "SPMDProgram":
+    """The per-device program for a propagated program (`gv.propagate(gv.trace(f, ...))`);
+    `chip`: a split_cost.ChipCost the splits are timed on (gv.partition passes gv.sim's)."""
     if not hasattr(prop, "factor_axes") or not hasattr(prop, "program"):
         raise TypeError(
             f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
         )
-    return Partitioner(prop).run()
+    return with_cost(Partitioner(prop, chip).run(), chip)

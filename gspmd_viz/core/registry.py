@@ -27,6 +27,8 @@ An Entry holds
   identity        an annotation: nothing to compute on a device
   edge            a loop's data-flow edge (values.Loop): its operands and results share one
                   sharding; partition.py runs the loop, nothing runs for the edge itself
+  flops           FLOPs per point of the factor loop nest (split_cost.flops): 2 for a
+                  multiply-add, 0 for data movement, 1 otherwise (set in FLOPS below)
 To add a primitive: `register("name other_name", family, **facts)` below, once.
 A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replicated.
 # Shardy: createOpShardingRule; XLA: SpmdPartitioningVisitor::Handle* per opcode
@@ -35,7 +37,7 @@ A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gspmd_viz.core import families, families_indexed
 from gspmd_viz.core.factors import FactorRule
@@ -58,6 +60,7 @@ class Entry:
     zero_padding: tuple[int, ...] = ()  # operands whose padded (uneven) shards must read 0
     known: bool = True
     edge: bool = False
+    flops: int = 1
 
 
 REGISTRY: dict[str, Entry] = {}
@@ -127,6 +130,8 @@ def _scatter_halo_free(eqn) -> dict[int, int]:
 def _conv_local_groups(eqn, operand_locals) -> dict:
     """A device holding c of the C input features holds c / (C / G) of the G groups."""
     dim, groups = eqn.params["dimension_numbers"].lhs_spec[1], eqn.params["feature_group_count"]
+    if groups == 1:  # one group: a split input feature is a split contraction, still one group
+        return {}
     per_group = eqn.inputs[0].shape[dim] // groups
     return {"feature_group_count": operand_locals[0][dim] // per_group}
 
@@ -216,3 +221,16 @@ register(
 register("loop_const loop_carry branch_operand branch_result", families.elementwise, edge=True)
 register("loop_slice", families.loop_slice, edge=True)
 register("loop_stack", families.loop_stack, edge=True)
+
+# FLOPs per point of the factor loop nest, as XLA's cost analysis counts them: a multiply-add
+# is 2, moving data is 0 (every other primitive: 1 per point)
+FLOPS = {
+    2: "dot_general conv_general_dilated",
+    0: "sharding_constraint reshard broadcast_in_dim reshape transpose squeeze slice "
+    "dynamic_slice dynamic_update_slice pad concatenate rev iota gather convert_element_type "
+    "copy copy_p stop_gradient loop_const loop_carry branch_operand branch_result loop_slice "
+    "loop_stack",
+}
+for _n, _names in FLOPS.items():
+    for _name in _names.split():
+        REGISTRY[_name] = replace(REGISTRY[_name], flops=_n)

@@ -1,10 +1,12 @@
-"""Choosing how one equation splits its factors over mesh axes, by the bytes each choice costs.
+"""Choosing how one equation splits its factors over mesh axes, by what each choice costs.
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
 is already available in) or result implies. A candidate is sanitized (only factors that may be
 split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
 blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
-to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies and compares costs
+to what their consumers will ask for, in wire bytes; split_cost ranks the candidates by those
+bytes after memory and work done twice, and before time.
+# XLA: dot_handler.cc tries strategies and compares costs
 """
 
 import functools
@@ -19,6 +21,7 @@ from gspmd_viz.core.reduce_combine import RIGHT_AWAY, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.split_cost import merged, rank, twice
 
 FactorAxes = dict[int, tuple[str, ...]]
 
@@ -34,6 +37,8 @@ class Costs(Protocol):
 
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for."""
+
+    chip: object  # a split_cost.ChipCost, or None (no chip: FLOPs break ties)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -230,11 +235,14 @@ class EquationSplit:
         for fa in map(self.sanitize, found):
             if fa not in unique:
                 unique.append(fa)
-        return unique
+        return unique + [fa for fa in map(self.sanitize, merged(unique)) if fa not in unique]
 
     def choose(self, costs: Costs) -> FactorAxes:
-        """The cheapest split; ties go to propagation's, and a free one is taken at once."""
+        """The best split by split_cost.rank; ties go to propagation's, and a free one that
+        does no work twice is taken at once."""
         first = self.sanitize(self.settled)
-        if self.cost(first, costs) == 0:
+        if self.cost(first, costs) == 0 and twice(self, first, costs) == 1:
             return first
-        return min(self.candidates(costs), key=lambda fa: self.cost(fa, costs))
+        return min(
+            self.candidates(costs), key=lambda fa: rank(self, fa, costs, self.cost(fa, costs))
+        )

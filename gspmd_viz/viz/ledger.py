@@ -28,6 +28,7 @@ from gspmd_viz.sim import CHIPS, placement
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
 from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
+from gspmd_viz.viz.plan_cost import plan_text
 
 COLLECTIVE = "#b00020"  # edge labels: the communication stands out
 
@@ -207,14 +208,16 @@ def time_bars(spmd: SPMDProgram, chip: str) -> str:
     )
 
 
-def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0) -> str:
-    """Graph (at its natural size), times, collective table and one device's view."""
+def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0, xla=None) -> str:
+    """Graph (at its natural size), times, the plan's cost (beside XLA's, given `xla`: an
+    xla_cost.Side), collective table and one device's view."""
     pre = "<pre style='font-size:12px;margin:4px 0 12px 0'>{}</pre>"
     graph = svg(ledger_graph(spmd, chip))
     graph = graph[graph.index("<svg") :]
     return (
         f"<div class='gv-ledger-graph' style='max-height:720px;overflow:auto'>{graph}</div>"
         f"<b>{html.escape(times_text(spmd, chip))}</b>{time_bars(spmd, chip)}"
+        f"<pre class='gv-plan-cost'>{html.escape(plan_text(spmd, chip, xla))}</pre>"
         "<div style='display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start'>"
         f"<div><b>Collectives, time on {html.escape(chip)}</b>"
         f"{pre.format(html.escape(ledger_text(spmd, chip)))}</div>"
@@ -226,15 +229,17 @@ def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0) -> str
 # --- the widget --------------------------------------------------------------------------------
 
 
-def _as_spmd(program) -> SPMDProgram:
+def _as_spmd(program) -> tuple[SPMDProgram, object]:
+    """(the partitioned program, XLA's compiled figures beside ours for a zoo name, else None)."""
     if isinstance(program, SPMDProgram):
-        return program
+        return program, None
     if isinstance(program, str):
         import gspmd_viz as gv
-        from gspmd_viz import examples
+        from gspmd_viz import examples, xla_cost
 
         ex = examples.get(program)
-        return gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
+        spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
+        return spmd, xla_cost.compare(ex.fn, ex.args, spmd)
     raise TypeError(
         "the ledger shows a partitioned program: pass gv.partition(...) or a zoo name "
         f"such as 'mlp', not {type(program).__name__}"
@@ -256,15 +261,17 @@ class LedgerWidget:
     """Chip and device pickers over the ledger; bad input shows an inline message, the stale
     figure greyed out, and the widget keeps working."""
 
-    def __init__(self, program="mlp", chip: str = "tpu-v3", device: int = 0):
+    def __init__(self, program="mlp", chip: str = "tpu-v3", device: int = 0, xla=None):
         import ipywidgets as w
 
+        self.xla = xla  # XLA's compiled figures beside ours (xla_cost.Side), if known
         self.out, self.message = w.HTML(), w.HTML()
         self.chip = w.Dropdown(options=sorted(CHIPS), value=chip, description="TPU")
         self.device = w.Text(value=str(device), description="device", continuous_update=False)
         self.figure = ""
         try:
-            self.spmd = _as_spmd(program)
+            self.spmd, found = _as_spmd(program)
+            self.xla = xla if xla is not None else found
         except (TypeError, KeyError, ValueError) as err:
             self.spmd = None
             self.message.value = error_html(err)
@@ -279,7 +286,7 @@ class LedgerWidget:
         if self.spmd is None:
             return
         device = device_id(self.device.value, self.spmd.mesh.size)
-        self.figure = ledger_html(self.spmd, self.chip.value, device)
+        self.figure = ledger_html(self.spmd, self.chip.value, device, self.xla)
         self.message.value = (
             f"<span class='gv-ok'>{html.escape(self.chip.value)}, device {device}</span>"
         )
@@ -298,5 +305,6 @@ class LedgerWidget:
         display(self.box)
 
 
-def show_ledger(program="mlp", chip: str = "tpu-v3", device: int = 0) -> LedgerWidget:
-    return LedgerWidget(program, chip, device)
+def show_ledger(program="mlp", chip: str = "tpu-v3", device: int = 0, xla=None) -> LedgerWidget:
+    """The ledger widget; `xla=gv.xla_cost.compare(f, args, spmd)` puts XLA's figures beside."""
+    return LedgerWidget(program, chip, device, xla)

@@ -1,0 +1,37 @@
+"""`gv.partition(prop, chip="tpu-v3")`: the partitioner given a chip from gv.sim's table.
+
+core knows no chip by name (it imports nothing from sim): this module turns a chip name (or a
+gv.sim.Chip) into the plain numbers core weighs splits with, `split_cost.ChipCost`: peak
+FLOP/s, HBM bytes and bandwidth, and a collective's seconds from gv.sim.collective_time (a
+bidirectional ring over the mesh axis; all-to-all limited by the ring's bisection).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from gspmd_viz import sim
+from gspmd_viz.core import partition as core_partition
+from gspmd_viz.core.split_cost import ChipCost
+
+__all__ = ["chip_cost", "partition"]
+
+
+def chip_cost(chip) -> ChipCost | None:
+    """The partitioner's view of `chip`: a gv.sim chip name or gv.sim.Chip (unknown names get
+    gv.sim's error listing the known chips), a ChipCost as it is, or None (no chip)."""
+    if chip is None or isinstance(chip, ChipCost):
+        return chip
+    spec = sim.chip(chip)
+    seconds = functools.partial(sim.collective_time, chip=spec)
+    return ChipCost(
+        spec.name, spec.peak_bf16_flops, spec.hbm_bytes, spec.hbm_bandwidth_Bps, seconds
+    )
+
+
+def partition(prop, chip="tpu-v3"):
+    """The per-device program for `gv.propagate(gv.trace(f, ...))`, each equation's split
+    chosen with `chip`'s numbers (split_cost: no work done twice, then wire bytes, then time on
+    the chip; a split that would not fit in its HBM last). `spmd.cost` records what the plan
+    costs per device there: FLOPs, bytes, estimated time and peak memory."""
+    return core_partition.partition(prop, chip_cost(chip))

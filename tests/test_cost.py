@@ -1,0 +1,165 @@
+"""Issue 11's acceptance: per device, our partitioned programs do no more work, hold no more
+memory and send no more bytes than XLA's own partitioner given the same shardings, on the zoo
+and on random annotations of it: FLOPs <= 1.05x and memory <= 1.10x XLA's (each compiled
+program's own cost and memory analysis, gv.xla_cost.compare), wire bytes <= 1.0x (XLA's
+all-reduce + dynamic-slice counted as the reduce-scatter it is), results equal to the
+unpartitioned program. A program over a bound fails with both sides' figures."""
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import gspmd_viz as gv
+from gspmd_viz import examples, xla_cost
+from gspmd_viz.core import split_cost
+from gspmd_viz.core.partition import Partitioner
+from gspmd_viz.partition_on_chip import chip_cost
+from tests.test_partition import assert_unpartitioned
+
+BOUNDS = {"flops": 1.05, "memory": 1.10, "wire_bytes": 1.0}
+
+
+def check_against_xla(ex) -> None:
+    spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
+    assert_unpartitioned(spmd, *ex.args)
+    side = xla_cost.compare(ex.fn, ex.args, spmd)
+    over = {k: round(side.ratio(k), 3) for k, bound in BOUNDS.items() if side.ratio(k) > bound}
+    assert not over, f"{ex.name} {ex.specs}: ours/XLA over the bound {over}; {side.text()}"
+
+
+OVER = {  # zoo programs still over a bound, measured (strict: passing makes them fail)
+    "moe": "memory 10.5 KiB / 9.5 KiB = 1.106: 1 KiB more temporaries in our compiled runner "
+    "(the split is XLA's; FLOPs 0.949x, bytes 0.769x)",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER[n])) if n in OVER else n
+        for n in sorted(examples.ZOO)
+    ],
+)
+def test_zoo_within_xla_flops_memory_and_bytes(name):
+    check_against_xla(examples.get(name))
+
+
+# Random draws where choosing by bytes alone did work twice: 1.08x-2.4x XLA's FLOPs
+FOUND = [
+    ("mlp_custom_vjp_grad", {"x": ("y", "x"), "w1": None, "w2": (("y", "x"), None)}),
+    ("mlp_custom_vjp_grad", {"x": ("y", None), "w1": None, "w2": ("y", "x")}),
+    ("mlp_custom_vjp_grad", {"x": ("y", None), "w1": (None, None), "w2": None}),
+    ("mlp_remat_grad", {"x": ("x", None), "w1": None, "w2": None}),
+    ("mlp_remat_grad", {"x": ("y", None), "w1": None, "w2": (None, "y")}),
+    ("mlp_train_step", {"x": ("y", "x"), "w1": ("y", None), "w2": None}),
+    ("mlp_while", {"x": ("x", "y"), "w1": ("x", None), "w2": ("x", "y")}),
+    ("embedding_loss", {"table": ("y", "x"), "ids": (None, "y"), "logits": (None, "x", None)}),
+    (
+        "embedding_loss",
+        {"table": ("x", None), "ids": (None, ("x", "y")), "logits": (None, None, ("y", "x"))},
+    ),
+]
+
+
+@pytest.mark.parametrize("name, specs", FOUND)
+def test_draws_that_did_work_twice_are_within_xla(name, specs):
+    check_against_xla(examples.get(name, specs=specs))
+
+
+@st.composite
+def annotated(draw):
+    """A zoo program with each annotation redrawn: every mesh axis on one dim or none, or the
+    annotation left out."""
+    base = examples.get(draw(st.sampled_from(sorted(examples.ZOO))))
+    specs = {}
+    for ann, rank in base.ranks.items():
+        dims = [[] for _ in range(rank)]
+        for axis in draw(st.permutations(base.mesh.axis_names)):
+            where = draw(st.integers(-1, rank - 1))
+            if where >= 0:
+                dims[where].append(axis)
+        spec = tuple(tuple(d) if len(d) > 1 else d[0] if d else None for d in dims)
+        specs[ann] = draw(st.none() | st.just(spec))
+    assume(any(s is not None for s in specs.values()))  # no annotation: no mesh
+    return examples.get(base.name, specs=specs, ranks=base.ranks)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 11 not met on every draw: e.g. mlp_fori {'x': (None, 'y'), 'w1': ('x', None), "
+    "'w2': None} sends 2.8x XLA's bytes (1.9x choosing by bytes alone); some moe and "
+    "transformer draws do 1.1-2x XLA's FLOPs or hold 1.2-1.3x its memory",
+)
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(annotated())
+def test_random_annotations_within_xla_flops_memory_and_bytes(ex):
+    check_against_xla(ex)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(annotated())
+def test_random_annotations_partition_exactly(ex):
+    spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
+    assert_unpartitioned(spmd, *ex.args)
+
+
+# --- the record and the chip ----------------------------------------------------------------
+
+
+def _mlp(chip="tpu-v3"):
+    ex = examples.get("mlp")  # x [16/x, 32] @ w1 [32, 64/y] -> relu -> @ w2 [64/y, 32]
+    return gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)), chip=chip)
+
+
+def test_the_record_states_flops_bytes_time_and_memory():
+    spmd = _mlp()
+    cost = spmd.cost
+    # per device: [8, 32] @ [32, 16] (2 FLOPs a multiply-add), relu on [8, 16], [8, 16] @ [16, 32]
+    assert cost.flops == 2 * 8 * 32 * 16 + 8 * 16 + 2 * 8 * 16 * 32
+    assert cost.wire_bytes == spmd.wire_bytes == 2 * 3 / 4 * 8 * 32 * 4  # all-reduce over y
+    chip = gv.sim.chip("tpu-v3")
+    assert cost.compute_s == cost.flops / chip.peak_bf16_flops
+    assert cost.comm_s == gv.sim.collective_time("all-reduce", 8 * 32 * 4, 4, chip)
+    assert cost.time_s == cost.compute_s + cost.comm_s
+    inputs = 4 * (8 * 32 + 32 * 16 + 16 * 32)  # the local shards every device keeps
+    assert cost.peak_bytes >= inputs + 4 * 8 * 32  # and the result
+    assert "tpu-v3" in str(cost) and "FLOPs" in str(cost)
+
+
+def test_another_chip_times_the_same_plan_its_own_way():
+    v3, v5e = _mlp("tpu-v3").cost, _mlp("tpu-v5e").cost
+    assert (v3.flops, v3.wire_bytes) == (v5e.flops, v5e.wire_bytes)
+    assert v5e.comm_s == gv.sim.collective_time("all-reduce", 8 * 32 * 4, 4, "tpu-v5e")
+    assert _mlp(None).cost.time_s is None  # no chip, no time
+
+
+def test_unknown_chip_is_explained():
+    with pytest.raises(ValueError, match="known chips"):
+        _mlp("tpu-v9")
+
+
+class Arrivals:
+    """What split_cost.rank asks of the partitioner: the chip, where each operand arrives."""
+
+    def __init__(self, prop, chip):
+        self.prop, self.chip = prop, chip_cost(chip)
+
+    def available(self, v):
+        return [self.prop.sharding(v)]
+
+
+def test_a_split_over_the_chips_hbm_ranks_last():
+    ex = examples.get("mlp")
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    dot = next(e for e in prop.program.equations if e.primitive == "dot_general")
+    q = Partitioner(prop).split(dot)
+    whole, split = {}, q.sanitize(q.settled)  # [16, 32] @ [32, 64] -> [16, 64]: 14 KiB
+    assert split_cost.local_bytes(q, whole) == 4 * (16 * 32 + 32 * 64 + 16 * 64)
+    tiny = Arrivals(prop, gv.sim.Chip("tiny", 1e12, 4096, 1e9, 1e10, 1e-6))
+    over = [split_cost.rank(q, fa, tiny, 0.0)[0] for fa in (whole, split)]
+    assert over == [True, False]  # the split one (8 x 32, 32 x 16, 8 x 16 floats) fits
+    assert not split_cost.rank(q, whole, Arrivals(prop, "tpu-v3"), 0.0)[0]
+
+
+def test_peak_memory_keeps_inputs_and_outputs_and_frees_the_rest():
+    assert split_cost.peak_bytes({"a": 10, "b": 6}, [], ["a"]) == 16
