@@ -4,7 +4,10 @@ Candidates: the split propagation settled on, and the split each operand (in eve
 is already available in) or result implies. A candidate is sanitized (only factors that may be
 split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
 blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
-to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies and compares costs
+to what their consumers will ask for. An equation with several rules (a conv: each spatial dim
+split with halos around its output rows, or as partial sums over its window taps) has the
+candidates of each costed; halos that cover a dim (where XLA gathers) win only when cheaper.
+# XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
 """
 
 import functools
@@ -68,6 +71,7 @@ class EquationSplit:
             f: (eqn.inputs[0].shape[d], stride)
             for d, stride in halo_free.items()
             for f in rule.operands[0][d]
+            if rule.factors[f].kind != "windowed-sum"  # taps split too: a halo of their own
         }
         self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
             f: d
@@ -96,18 +100,25 @@ class EquationSplit:
         return n % (self.size(axes) * stride) == 0
 
     def halo_split(self, f: int, axes, operand: int = 0) -> SpatialSplit | None:
-        """Factor f's dim of `operand` split over `axes` with a halo exchange; None where XLA
-        would gather instead (the halos cover the dim) or the windows do not fit."""
+        """Factor f's dim of `operand` split over `axes` with a halo exchange; None where the
+        windows do not fit. Halos that cover the dim (where XLA gathers) are noted: such a
+        split must be cheaper than the gather to be chosen (`covers`)."""
         taps = self.rule.factors[f].kind == "windowed-sum"
         try:
             n, d = self.size(axes), self.halo[f]
             split = split_of(self.eqn.eqn, d, tuple(axes), n, operand, taps)
         except ValueError:
             return None
-        if split.plan.gather_instead and wide_halos_gather(self.eqn.eqn):
-            self.gathered[self.halo[f]] = split.plan.gather_instead
-            return None
+        if self.covering(split):
+            self.gathered[d] = split.plan.gather_instead
         return split
+
+    def covering(self, split: SpatialSplit) -> bool:
+        return bool(split.plan.gather_instead) and wide_halos_gather(self.eqn.eqn)
+
+    def covers(self, fa: FactorAxes) -> bool:
+        """Does this split exchange halos that cover a dim (XLA gathers it instead)?"""
+        return any(self.covering(s) for k in self.halo_operands for s in self.halo_splits(fa, k))
 
     def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
         return tuple(
@@ -232,9 +243,20 @@ class EquationSplit:
                 unique.append(fa)
         return unique
 
-    def choose(self, costs: Costs) -> FactorAxes:
-        """The cheapest split; ties go to propagation's, and a free one is taken at once."""
-        first = self.sanitize(self.settled)
-        if self.cost(first, costs) == 0:
-            return first
-        return min(self.candidates(costs), key=lambda fa: self.cost(fa, costs))
+
+def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
+    """The rules an equation may split by: its entry's variants (the first numbers factors
+    as propagation's rule does), else propagation's rule."""
+    variants = entry_for(eqn).variants
+    return variants(eqn) if variants else [propagated]
+
+
+def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
+    """The cheapest split of one equation under any of its rules (`splits`, propagation's
+    first); ties go to halos that do not cover a dim, then to propagation's split, and a free
+    one is taken at once."""
+    first = splits[0].sanitize(splits[0].settled)
+    if splits[0].cost(first, costs) == 0 and not splits[0].covers(first):
+        return splits[0], first
+    found = [(q, fa) for q in splits for fa in q.candidates(costs)]
+    return min(found, key=lambda qf: (qf[0].cost(qf[1], costs), qf[0].covers(qf[1])))
