@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from jax import lax
 from oracles import partitioned_and_xla
@@ -85,11 +85,15 @@ def pooling_grads(draw):
 
 @settings(max_examples=20, deadline=None)
 @given(pooling_grads())
+# windows that tile the rows (3, stride 3): the operand's halo is the forward pooling's, reused
+@example(({"x": 2, "y": 4}, True, (3, 1), (3, 2), (6, 11), "VALID", "max"))
+# 3 windows over 8 shards: most shards scatter nothing
+@example(({"x": 8}, False, (1, 3), (1, 3), (4, 10), "VALID", "max"))
 def test_a_pooling_gradient_sends_its_halo_back_and_matches_one_device(case):
     """select_and_scatter_add (the gradient of max / min pooling): the operand's halo goes out,
     each shard scatters its own windows, and what landed in the halo goes back and is added to
     the shard that owns it. Exact against one device (ties included: repeated values); the
-    scatter's exchanges stay near XLA's bytes for it where every shard holds a window."""
+    scatter's exchanges move no more bytes than XLA's for it."""
     mesh_axes, two_d, window, stride, size, padding, select = case
     mesh = gv.Mesh(mesh_axes)
     spec = ("x", "y") if two_d else (None, "x")
@@ -106,24 +110,18 @@ def test_a_pooling_gradient_sends_its_halo_back_and_matches_one_device(case):
 
     try:
         prog = gv.trace(grad, x)
-        pooled = jax.eval_shape(
-            lambda x: lax.reduce_window(x, init, op, window, stride, padding), x
-        )
+        jax.eval_shape(lambda x: lax.reduce_window(x, init, op, window, stride, padding), x)
     except (ValueError, TypeError):
         assume(False)  # jax refuses the window (wider than the padded input)
-    # not yet within XLA's bytes: a pooled dim with fewer windows than shards (mostly padding)
-    assume(all(pooled.shape[d] >= mesh.axis_size(a) for d, a in enumerate(spec) if a))
     prop = gv.propagate(prog)
     spmd = gv.partition(prop)
     np.testing.assert_allclose(spmd(x), prog.unpartitioned(x), rtol=1e-5, atol=1e-5)
     theirs = gv.xla.collectives(grad, x, mesh=mesh, in_shardings=prop.inputs,
                                 out_shardings=prop.outputs)  # fmt: skip
-    # the scatter's own exchanges (the forward pooling's are test_halo_xla's business); XLA may
-    # instead send the source's windows where windows barely overlap (x=2, y=4, window (3, 1),
-    # stride (3, 2) on [6, 11]: 48 B against 32 B), so within 2x plus 64 B
+    # the scatter's own exchanges (the forward pooling's are test_halo_xla's business)
     ours = sum(c.wire_bytes for c in spmd.collectives if "select_and_scatter" in c.source)
     xla = sum(c.wire_bytes for c in theirs if "select_and_scatter" in c.source)
-    assert ours <= 2 * xla + 64, ([str(c) for c in spmd.collectives], [str(c) for c in theirs])
+    assert ours <= xla, ([str(c) for c in spmd.collectives], [str(c) for c in theirs])
     assert not any("no factor rule" in note for note in spmd.notes)
 
 

@@ -66,21 +66,27 @@ class EquationSplit:
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
-        halo_free = entry.halo_free_dims(eqn) if entry.halo_free_dims else {}
-        self.halo_free = {  # windowed factor -> (input size, stride): splits into whole windows
-            f: (eqn.inputs[0].shape[d], stride)
-            for d, stride in halo_free.items()
-            for f in rule.operands[0][d]
-            if rule.factors[f].kind != "windowed-sum"  # taps split too: a halo of their own
-        }
+        self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
+        self.halo_free = self.whole_window_factors(entry)
         self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
             f: d
             for d in (window_of(eqn.eqn) if entry.halo else {})
             for f in rule.operands[0][d]
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
-        self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
+
+    def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
+        """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
+        operand, not the source), for dims whose windows tile it: split into whole windows."""
+        dims = entry.halo_free_dims(self.eqn) if entry.halo_free_dims else {}
+        k = self.halo_operands[0] if self.halo_operands else 0
+        return {
+            f: (self.eqn.inputs[k].shape[d], stride)
+            for d, stride in dims.items()
+            for f in self.rule.operands[k][d]
+            if self.rule.factors[f].kind != "windowed-sum"  # taps split too: a halo of their own
+        }
 
     def splittable(self, f: int, axes) -> bool:
         kind = self.rule.factors[f].kind
