@@ -64,7 +64,6 @@ class Partitioner:
         q = EquationSplit(eqn, rule, fa, propagated, self.mesh)
         if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
             q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
-            q.annotation = (q.sanitize(q.settled), propagated[0])
         return q
 
     # --- the cost interface EquationSplit asks for (split.Costs) ---------------------------

@@ -75,8 +75,6 @@ class EquationSplit:
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
-        # an annotation's split and the sharding it names, size-1 dims included (no factor)
-        self.annotation: tuple[FactorAxes, Sharding] | None = None
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -211,13 +209,9 @@ class EquationSplit:
         return tuple(a for a in self.mesh.axis_names if a in red)
 
     def operand_sharding(self, fa, i: int) -> Sharding:
-        if self.annotation and fa == self.annotation[0]:
-            return self.annotation[1]
         return Sharding(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
 
     def result_sharding(self, fa, j: int) -> Sharding:
-        if self.annotation and fa == self.annotation[0]:
-            return self.annotation[1]
         pending = self.reduction_axes(fa) if self.combine == "sum" else ()
         return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
 
