@@ -151,7 +151,7 @@ def test_halos_rolls_and_gathered_dims_are_in_the_ledger():
         x = gv.mesh_split(x, mesh, (None, None, "x"))
         y = jax.lax.conv_general_dilated(x, w, (1,), "SAME")  # 3-wide: a halo
         z = jax.lax.conv_general_dilated(y, w[:, :, :1].repeat(7, 2), (1,), "SAME")  # too wide
-        return jnp.roll(y, 2, axis=2) + z
+        return jnp.roll(y, 2, axis=2) + jax.lax.bessel_i0e(z)  # no rule: replicated, noted
 
     x, w = jnp.ones((1, 2, 8)), jnp.ones((2, 2, 3))
     spmd = gv.partition(gv.propagate(gv.trace(f, x, w)))
@@ -160,7 +160,9 @@ def test_halos_rolls_and_gathered_dims_are_in_the_ledger():
     kinds = {r["collective"].kind for r in table}
     assert "collective-permute" in kinds
     text = ledger.ledger_text(spmd)
-    assert any(line.startswith("note: ") and "is gathered" in line for line in text.splitlines())
+    notes = [line for line in text.splitlines() if line.startswith("note: ")]
+    assert notes and all(n[len("note: ") :] in spmd.notes for n in notes)
+    assert any("no factor rule for 'bessel_i0e'" in n for n in notes)
     assert f"total: {len(spmd.collectives)} collectives" in text
 
 

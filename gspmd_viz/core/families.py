@@ -243,11 +243,9 @@ def _window_dims(b: Builder, n: int, m: int, windowed: bool):
 
 def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
     """Spatial dims (by position) of an ungrouped conv whose window is at least twice as wide as
-    its output, as in a kernel gradient (the window is the output gradient, the output the
-    kernel's size; narrower windows are cheaper with halos around the output).
-    Split, such a dim is a sum over shards of window taps, each shard reading its own input
-    rows plus a halo, not halos around output rows.  # XLA: convolution_handler.cc, a conv
-    partitioned on its window dims then all-reduced"""
+    its output, as in a kernel gradient (the window is the output gradient): the first plan
+    the partitioner costs for them is a sum over shards of window taps (each reading its own
+    input rows plus a halo), not halos around output rows (registry: _conv_variants)."""
     if params["feature_group_count"] != 1 or params["batch_group_count"] != 1:
         return frozenset()
     dn = params["dimension_numbers"]
@@ -255,8 +253,11 @@ def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
     return frozenset(k for k, (r, o) in enumerate(pairs) if rhs_shape[r] >= 2 * out_shape[o])
 
 
-def conv(eqn) -> FactorRule:
-    """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed."""
+def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> FactorRule:
+    """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed;
+    `contracted` spatial dims (default: contracted_windows) are windowed-sums instead, the
+    taps' factor shared with the input rows unless not `linked` (propagation: a split of the
+    input rows says nothing about the kernel's; the partitioner costs both plans per dim)."""
     b = Builder()
     (lhs, rhs), (out,) = shapes(eqn)
     dn = eqn.params["dimension_numbers"]
@@ -274,10 +275,11 @@ def conv(eqn) -> FactorRule:
     windows = zip(
         ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
     )
-    contracted = contracted_windows(p, rhs, out)
+    contracted = contracted_windows(p, rhs, out) if contracted is None else contracted
     for k, (li, ri, oi, stride, pad, dilation) in enumerate(windows):
         if k in contracted:  # input rows and window taps split together: partial sums
-            L[li] = R[ri] = b.new(max(lhs[li], rhs[ri]), "windowed-sum")
+            L[li] = b.new(max(lhs[li], rhs[ri]), "windowed-sum")
+            R[ri] = L[li] if linked else None
             O[oi] = b.new(out[oi], "need_replication")
             continue
         windowed = _moves_data(rhs[ri], stride, pad, dilation)

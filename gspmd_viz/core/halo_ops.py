@@ -23,7 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
 
-from gspmd_viz.core.families import contracted_windows
 from gspmd_viz.core.halo import halo_plan
 from gspmd_viz.core.halo_exchange import SpatialSplit
 from gspmd_viz.core.mesh import Mesh
@@ -42,17 +41,16 @@ class Window:
     param_index: int | None = None  # position in the primitive's per-spatial-dim params
 
 
-def _conv_windows(eqn, operand: int = 0, taps: bool = False) -> dict[int, Window]:
-    """Per lhs dim; `taps`: contracted dims (families.contracted_windows) seen from the taps."""
+def _conv_windows(eqn, operand: int = 0, taps=frozenset()) -> dict[int, Window]:
+    """Per lhs dim; the lhs dims in `taps` (windowed-sums) seen from the window taps."""
     p, rhs, out = eqn.params, eqn.invars[1].aval.shape, eqn.outvars[0].aval.shape
     dn = p["dimension_numbers"]
     dims = {dn.lhs_spec[0]: Window(out_dim=dn.out_spec[0])}  # batch passes through
-    contracted = contracted_windows(p, rhs, out) if taps else frozenset()
     for k, d in enumerate(dn.lhs_spec[2:]):
         taps_k, size = rhs[dn.rhs_spec[2 + k]], out[dn.out_spec[2 + k]]
         stride, dilation = p["window_strides"][k], p["rhs_dilation"][k]
         base, pad = p["lhs_dilation"][k], tuple(p["padding"][k])
-        if k in contracted:
+        if d in taps:
             n = eqn.invars[0].aval.shape[d]
             dims[d] = _swapped(n, taps_k, size, stride, dilation, base, pad, k)
         else:
@@ -279,7 +277,7 @@ def local_params(eqn, splits, params=None) -> dict:
 def split_of(eqn, dim: int, axis, shards: int, operand: int = 0, taps=False) -> SpatialSplit:
     """Operand `dim` split into `shards` over mesh `axis` (a name or a tuple of names); `taps`:
     a conv's contracted dim, split with its window taps (partial sums), not its output."""
-    windows = _conv_windows(eqn, operand, taps=True) if taps else window_of(eqn, operand)
+    windows = _conv_windows(eqn, operand, taps={dim}) if taps else window_of(eqn, operand)
     if dim not in windows:
         raise ValueError(
             f"dim {dim} of {eqn.primitive.name}'s input is neither spatial nor batch: "

@@ -2,7 +2,8 @@
 
 Per equation, from the propagated shardings and the equation's factor rule:
   1. choose how to split the equation's factors (split.py: what propagation settled, or what
-     an operand or result holds; split_cost.py: no work twice, then bytes, then time);
+     an operand or result holds, under each rule the equation has: a conv dim splits with
+     halos or as partial sums; split_cost.py: no work twice, then bytes, then time);
   2. reshard every operand to the sharding the local op needs (gv.reshard_plan);
   3. run the primitive on local shapes (lower.py rewrites shape params, masks padding);
   4. a split reduction factor leaves pending sums (resolved where a consumer needs them:
@@ -10,8 +11,7 @@ Per equation, from the propagated shardings and the equation's factor rule:
      an all-reduce right away. need_replication / permutation factors stay whole; a split
      windowed factor (convolution, pooling) first exchanges its operand's halos with
      collective-permutes (halo_exchange.py), unless its windows tile the dim exactly.
-Partitioning is symbolic: it never touches devices, so 4096-device meshes work. `spmd.cost`:
-per device FLOPs, bytes, time on the chip and peak memory (split_cost.PlanCost).
+Symbolic (no devices: 4096-device meshes work); `spmd.cost`: split_cost.PlanCost.
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 
@@ -25,7 +25,7 @@ from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan
+from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan, choose, rules_of
 from gspmd_viz.core.split_cost import with_cost
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 
@@ -35,10 +35,9 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Resha
 class Partitioner:
     def __init__(self, prop, chip=None):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
-        self.sizes = prop.mesh.shape
+        self.sizes, self.notes = prop.mesh.shape, []
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []
-        self.notes: list[str] = []
         self._count: dict[str, int] = {}
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
@@ -47,16 +46,22 @@ class Partitioner:
         self._wanted: dict[Value, list[Sharding]] = {}
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
 
-    def _equations_of(self, unit) -> list[Equation]:
+    def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
         if isinstance(unit, Loop | Cond):
             return [self.program.equations[i] for i in unit.region]
         return [unit]
 
-    def split(self, eqn: Equation) -> EquationSplit:
-        """The equation's rule and propagation's settled split, ready to be costed."""
+    def splits(self, eqn: Equation) -> list[EquationSplit]:
+        """One per rule the equation may split by (split.rules_of), ready to be costed."""
+        rules = rules_of(eqn, self.prop.rule(eqn))
+        return [self.split(eqn, rule, k == 0) for k, rule in enumerate(rules)]
+
+    def split(self, eqn: Equation, rule=None, settled: bool = True) -> EquationSplit:
+        """One rule (default: the first) with propagation's settled split (or none)."""
+        rule = rule or rules_of(eqn, self.prop.rule(eqn))[0]
         propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
-        settled = self.prop.factor_axes(eqn)
-        q = EquationSplit(eqn, self.prop.rule(eqn), settled, propagated, self.mesh)
+        fa = self.prop.factor_axes(eqn) if settled else {}
+        q = EquationSplit(eqn, rule, fa, propagated, self.mesh)
         if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
             q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
         return q
@@ -100,17 +105,14 @@ class Partitioner:
         return dst
 
     def literal(self, lit: Literal, target: Sharding, consumer: Equation):
-        if not lit.shape or target.is_replicated:
-            return lit
-        return self.buffer(lit, target, consumer)
+        return lit if not lit.shape or target.is_replicated else self.buffer(lit, target, consumer)
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
         if eqn in self.deferred:  # partitioned with its rotation, if that is not taken
             return
         if eqn.outputs and all(0 in v.shape for v in eqn.outputs):
-            self.empty_results(eqn)
-            return
+            return self.empty_results(eqn)
         rot = self.rotations.get(eqn)
         if self.move_blocks(eqn, rot):
             return
@@ -145,15 +147,14 @@ class Partitioner:
 
     def split_equation(self, eqn: Equation) -> None:
         """Choose the equation's split, reshard its operands, run it locally."""
-        q = self.split(eqn)
-        fa = q.choose(self)
+        q, fa = choose(self.splits(eqn), self)
         self.note_gathers(eqn, q, fa)
         ins, op_shardings, masks = [], [], []
         for i, v in enumerate(eqn.inputs):
             target = q.operand_sharding(fa, i)
             op_shardings.append(target)
-            fetch = self.fetch if isinstance(v, Value) else self.literal
-            ins.append(fetch(v, target, eqn))
+            whole = isinstance(v, Literal) and (not v.shape or target.is_replicated)
+            ins.append(v if whole else self.buffer(v, target, eqn))
             masks += self.masks(q, fa, i, target)
         splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
@@ -311,12 +312,10 @@ class Partitioner:
 
     def run(self):
         self.partition_units(self.live())
-        outputs = []
-        for v in self.program.outputs:
-            if isinstance(v, Value):
-                outputs.append(self.fetch(v, self.prop.sharding(v), None))
-            else:
-                outputs.append(v)
+        outputs = [
+            self.fetch(v, self.prop.sharding(v), None) if isinstance(v, Value) else v
+            for v in self.program.outputs
+        ]
         return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
 
 

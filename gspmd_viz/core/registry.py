@@ -21,6 +21,9 @@ An Entry holds
                   exactly, so splitting them into whole windows needs no halo
   local_groups    (eqn, operand local shapes) -> group-count params for a device holding
                   some of the groups (a grouped conv split on its feature groups)
+  variants        eqn -> the factor rules the partitioner costs instead of `rule` (a conv's
+                  spatial dims as halos around the output or as partial sums over its taps),
+                  the first numbering its factors as `rule` does
   halo            windowed dims may be split with a halo exchange (halo_ops.window_of reads
                   the windows): collective-permutes of the neighbours' edges, no gather; a
                   shift (pad, slice, dynamic_slice at a constant start) is a 1-wide window
@@ -36,6 +39,7 @@ A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replic
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -55,6 +59,7 @@ class Entry:
     written_dims: Callable[..., tuple[int, ...]] | None = None
     halo_free_dims: Callable[..., dict[int, int]] | None = None
     halo: bool = False
+    variants: Callable[..., list[FactorRule]] | None = None
     local_groups: Callable[..., dict] | None = None
     identity: bool = False
     zero_padding: tuple[int, ...] = ()  # operands whose padded (uneven) shards must read 0
@@ -115,10 +120,28 @@ def _conv_halo_free(eqn) -> dict[int, int]:
     p, dn = eqn.params, eqn.params["dimension_numbers"]
     windows = [eqn.inputs[1].shape[d] for d in dn.rhs_spec[2:]]
     dil = list(zip(p["lhs_dilation"], p["rhs_dilation"], strict=True))
-    free = _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
-    out = eqn.outputs[0].shape
-    contracted = families.contracted_windows(p, eqn.inputs[1].shape, out)
-    return {d: s for d, s in free.items() if dn.lhs_spec.index(d) - 2 not in contracted}
+    return _window_halo_free(dn.lhs_spec[2:], windows, p["window_strides"], p["padding"], dil)
+
+
+def _conv_propagated(eqn) -> FactorRule:
+    return families.conv(eqn, linked=False)
+
+
+def _conv_variants(eqn) -> list[FactorRule]:
+    """An ungrouped conv's spatial dims may each be split either way (families.conv): halos
+    around the output rows, or partial sums over the window taps. The size rule's choice
+    first (its factors are numbered as propagation's), the partitioner picks by bytes.
+    # XLA: convolution_handler.cc tries both (split on the output's spatial dims, or on the
+    window dims and all-reduced)"""
+    p, usual = eqn.params, families.conv(eqn)
+    if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
+        return [usual]
+    spatial = range(len(p["window_strides"]))
+    subsets = itertools.chain.from_iterable(
+        itertools.combinations(spatial, r) for r in range(len(spatial) + 1)
+    )
+    others = {families.conv(eqn, frozenset(s)) for s in subsets} - {usual}
+    return [usual, *sorted(others, key=str)]
 
 
 def _scatter_halo_free(eqn) -> dict[int, int]:
@@ -199,10 +222,11 @@ register(
 )
 register(
     "conv_general_dilated",
-    families.conv,
+    _conv_propagated,
     combine="sum",
     halo_free_dims=_conv_halo_free,
     halo=True,
+    variants=_conv_variants,
     local_groups=_conv_local_groups,
 )
 register(

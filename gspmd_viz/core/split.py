@@ -5,8 +5,11 @@ is already available in) or result implies. A candidate is sanitized (only facto
 split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
 blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
 to what their consumers will ask for, in wire bytes; split_cost ranks the candidates by those
-bytes after memory and work done twice, and before time.
-# XLA: dot_handler.cc tries strategies and compares costs
+bytes after memory and work done twice, and before time. An equation with several rules (a
+conv: each spatial dim split with halos around its output rows, or as partial sums over its
+window taps) has the candidates of each costed; halos that cover a dim (where XLA gathers) win
+only when cheaper.
+# XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
 """
 
 import functools
@@ -68,20 +71,27 @@ class EquationSplit:
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
-        halo_free = entry.halo_free_dims(eqn) if entry.halo_free_dims else {}
-        self.halo_free = {  # windowed factor -> (input size, stride): splits into whole windows
-            f: (eqn.inputs[0].shape[d], stride)
-            for d, stride in halo_free.items()
-            for f in rule.operands[0][d]
-        }
+        self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
+        self.halo_free = self.whole_window_factors(entry)
         self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
             f: d
             for d in (window_of(eqn.eqn) if entry.halo else {})
             for f in rule.operands[0][d]
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
-        self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
+
+    def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
+        """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
+        operand, not the source), for dims whose windows tile it: split into whole windows."""
+        dims = entry.halo_free_dims(self.eqn) if entry.halo_free_dims else {}
+        k = self.halo_operands[0] if self.halo_operands else 0
+        return {
+            f: (self.eqn.inputs[k].shape[d], stride)
+            for d, stride in dims.items()
+            for f in self.rule.operands[k][d]
+            if self.rule.factors[f].kind != "windowed-sum"  # taps split too: a halo of their own
+        }
 
     def splittable(self, f: int, axes) -> bool:
         kind = self.rule.factors[f].kind
@@ -101,18 +111,25 @@ class EquationSplit:
         return n % (self.size(axes) * stride) == 0
 
     def halo_split(self, f: int, axes, operand: int = 0) -> SpatialSplit | None:
-        """Factor f's dim of `operand` split over `axes` with a halo exchange; None where XLA
-        would gather instead (the halos cover the dim) or the windows do not fit."""
+        """Factor f's dim of `operand` split over `axes` with a halo exchange; None where the
+        windows do not fit. Halos that cover the dim (where XLA gathers) are noted: such a
+        split must be cheaper than the gather to be chosen (`covers`)."""
         taps = self.rule.factors[f].kind == "windowed-sum"
         try:
             n, d = self.size(axes), self.halo[f]
             split = split_of(self.eqn.eqn, d, tuple(axes), n, operand, taps)
         except ValueError:
             return None
-        if split.plan.gather_instead and wide_halos_gather(self.eqn.eqn):
-            self.gathered[self.halo[f]] = split.plan.gather_instead
-            return None
+        if self.covering(split):
+            self.gathered[d] = split.plan.gather_instead
         return split
+
+    def covering(self, split: SpatialSplit) -> bool:
+        return bool(split.plan.gather_instead) and wide_halos_gather(self.eqn.eqn)
+
+    def covers(self, fa: FactorAxes) -> bool:
+        """Does this split exchange halos that cover a dim (XLA gathers it instead)?"""
+        return any(self.covering(s) for k in self.halo_operands for s in self.halo_splits(fa, k))
 
     def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
         return tuple(
@@ -237,12 +254,26 @@ class EquationSplit:
                 unique.append(fa)
         return unique + [fa for fa in map(self.sanitize, merged(unique)) if fa not in unique]
 
-    def choose(self, costs: Costs) -> FactorAxes:
-        """The best split by split_cost.rank; ties go to propagation's, and a free one that
-        does no work twice is taken at once."""
-        first = self.sanitize(self.settled)
-        if self.cost(first, costs) == 0 and twice(self, first, costs) == 1:
-            return first
-        return min(
-            self.candidates(costs), key=lambda fa: rank(self, fa, costs, self.cost(fa, costs))
-        )
+
+def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
+    """The rules an equation may split by: its entry's variants (the first numbers factors
+    as propagation's rule does), else propagation's rule."""
+    variants = entry_for(eqn).variants
+    return variants(eqn) if variants else [propagated]
+
+
+def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
+    """The best split of one equation under any of its rules (`splits`, propagation's first)
+    by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
+    and a free one that does no work twice is taken at once."""
+    q0 = splits[0]
+    first = q0.sanitize(q0.settled)
+    if q0.cost(first, costs) == 0 and not q0.covers(first) and twice(q0, first, costs) == 1:
+        return q0, first
+    found = [(q, fa) for q in splits for fa in q.candidates(costs)]
+
+    def key(qf) -> tuple:
+        q, fa = qf
+        return (*rank(q, fa, costs, q.cost(fa, costs)), q.covers(fa))
+
+    return min(found, key=key)
