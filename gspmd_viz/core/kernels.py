@@ -231,5 +231,20 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
 
 def all_reduce(x, combine: str, axes):
     """Combine partial max/min results across devices right away."""
+    if combine in ("max", "min") and jnp.issubdtype(x.dtype, jnp.floating):
+        return _nan_propagating(x, combine, tuple(axes))
     op = {"max": jax.lax.pmax, "min": jax.lax.pmin, "sum": jax.lax.psum}[combine]
     return op(x, tuple(axes))
+
+
+def _nan_propagating(x, combine: str, axes):
+    """pmax / pmin of floats that keeps a NaN, as jnp.max does (XLA:CPU's all-reduce max
+    drops it): the same bytes as integer keys ordered like the floats, with every NaN made the
+    largest key (max) or the smallest (min)."""
+    bits = jnp.dtype(f"int{jnp.finfo(x.dtype).bits}")
+    nan = jnp.asarray(jnp.nan if combine == "max" else -jnp.nan, x.dtype)
+    i = jax.lax.bitcast_convert_type(jnp.where(jnp.isnan(x), nan, x), bits)
+    flip = jnp.asarray(jnp.iinfo(bits).max, bits)
+    key = jnp.where(i < 0, i ^ flip, i)  # negative floats: larger magnitude, smaller key
+    key = (jax.lax.pmax if combine == "max" else jax.lax.pmin)(key, axes)
+    return jax.lax.bitcast_convert_type(jnp.where(key < 0, key ^ flip, key), x.dtype)
