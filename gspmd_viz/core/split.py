@@ -1,7 +1,8 @@
 """Choosing how one equation splits its factors over mesh axes, by the bytes each choice costs.
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
-is already available in) or result implies. A candidate is sanitized (only factors that may be
+is already available in), result or consumer implies (gathering a concatenation's operands
+beats gathering its result). A candidate is sanitized (only factors that may be
 split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
 blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
 to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies and compares costs
@@ -201,9 +202,12 @@ class EquationSplit:
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn
         total = self.halo_bytes(fa)
-        for i, v in enumerate(e.inputs):
-            if isinstance(v, Value):
-                total += costs.fetch_cost(v, self.operand_sharding(fa, i))
+        fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
+            (v, self.operand_sharding(fa, i))
+            for i, v in enumerate(e.inputs)
+            if isinstance(v, Value)
+        }
+        total += sum(costs.fetch_cost(v, target) for v, target in fetched)
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
             combined = combine_collectives(
@@ -226,6 +230,8 @@ class EquationSplit:
                 found += [self.from_tensor(t, s) for s in costs.available(v)]
         for s, t in zip(self.propagated, rule.results, strict=True):
             found.append(self.from_tensor(t, s))
+        for v, t in zip(self.eqn.outputs, rule.results, strict=True):  # what consumers ask:
+            found += [self.from_tensor(t, s) for s in costs.wanted(v)]  # gather before, not after
         unique = []
         for fa in map(self.sanitize, found):
             if fa not in unique:
