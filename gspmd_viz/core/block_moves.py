@@ -96,8 +96,8 @@ def rotations(program: Program, outputs) -> tuple[dict, dict]:
 
 
 def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding):
-    """(the value moved, its RotatePlan / ReversePlan) when `eqn` is a roll or flip whose
-    result `target` splits the moved dims evenly; None otherwise."""
+    """(the value moved, its RotatePlan / ReversePlan) when `eqn` is a roll whose result
+    `target` splits the rolled dim evenly, or a flip of split dims; None otherwise."""
     if target.unreduced:
         return None
     if rot is not None:
@@ -122,11 +122,15 @@ def _reverse_plan(eqn: Equation, target: Sharding):
     split = [d for d in sorted(dims) if target.dim_shards(d) > 1]
     if not isinstance(v, Value) or not split:
         return None
-    if any(v.shape[d] % target.dim_shards(d) for d in split):
-        return None
     axes = tuple(a for d in split for a in target.dim_axes(d))
     blocks = int(np.prod([target.dim_shards(d) for d in split]))
-    return ReversePlan(dims, axes, blocks, target.shard_shape(v.shape), v.dtype)
+    local = target.shard_shape(v.shape)
+    realign = tuple(  # an uneven dim: its padding, reversed, leads; rotate it back to the end
+        RotatePlan(d, target.dim_axes(d), target.dim_shards(d), v.shape[d] - n, local, v.dtype)
+        for d in split
+        if (n := local[d] * target.dim_shards(d)) != v.shape[d]
+    )
+    return ReversePlan(dims, axes, blocks, local, v.dtype, realign)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,24 +204,27 @@ class RotatePlan:
 
 @dataclasses.dataclass(frozen=True)
 class ReversePlan:
-    """`lax.rev` of `dims` on one device's shard; the split ones are split evenly over `axes`
-    (their mesh axes in dim order) into `blocks` blocks."""
+    """`lax.rev` of `dims` on one device's shard; the split ones are split over `axes` (their
+    mesh axes in dim order) into `blocks` blocks. Reversing a padded (uneven) dim of n
+    elements in S·s slots puts its S·s − n padding slots first: `realign` rotates each such
+    dim back by that many (two more permutes at most, one shard's bytes).
+    # XLA: the partitioned reverse pads, reverses and shifts the same way"""
 
     dims: tuple[int, ...]
     axes: tuple[str, ...]
     blocks: int
     local_shape: tuple[int, ...]
     dtype: np.dtype
+    realign: tuple[RotatePlan, ...] = ()
     name = "reverse"
 
     def pairs(self) -> list[tuple[int, int]]:
         return [(b, self.blocks - 1 - b) for b in range(self.blocks)]
 
     def collectives(self, source: str) -> list[Collective]:
-        if self.blocks == 1:
-            return []
         shape, kind = tuple(self.local_shape), "collective-permute"
-        return [Collective(kind, self.axes, shape, self.dtype, self.blocks, source, self.dims)]
+        out = [Collective(kind, self.axes, shape, self.dtype, self.blocks, source, self.dims)]
+        return out[self.blocks == 1 :] + [c for r in self.realign for c in r.collectives(source)]
 
     def describe(self) -> str:
         return f"dims {', '.join(map(str, self.dims))}"
@@ -226,4 +233,7 @@ class ReversePlan:
         """[.., s, ..] -> ppermute(b -> N-1-b) -> local rev -> [.., s, ..]"""
         if self.blocks > 1:
             x = permute_blocks(x, self.axes, self.pairs())
-        return jax.lax.rev(x, self.dims)
+        x = jax.lax.rev(x, self.dims)
+        for rotation in self.realign:  # [pad, data] -> rotate by -pad -> [data, pad]
+            x = rotation.run(x)
+        return x
