@@ -18,6 +18,7 @@ collective-permute of the shards.
 A reversal (`jnp.flip`, `lax.rev`) of dims split evenly sends block b of the blocks those dims
 make (their mesh axes in dim order, major first) to block N − 1 − b, which reverses every dim's
 block index at once, then reverses its own shard locally: one collective-permute, one shard.
+A dim split unevenly (padded at its end) takes one more rotation of its padding (both plans).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.collective import Collective
@@ -96,8 +98,8 @@ def rotations(program: Program, outputs) -> tuple[dict, dict]:
 
 
 def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding):
-    """(the value moved, its RotatePlan / ReversePlan) when `eqn` is a roll whose result
-    `target` splits the rolled dim evenly, or a flip of split dims; None otherwise."""
+    """(the value moved, its RotatePlan / PaddedRotatePlan / ReversePlan) when `eqn` is a roll
+    or flip of dims its result `target` splits; None otherwise."""
     if target.unreduced:
         return None
     if rot is not None:
@@ -111,10 +113,14 @@ def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding):
 
 def _rotate_plan(rot: Rotation, target: Sharding):
     v, shards = rot.source, target.dim_shards(rot.dim)
-    if shards == 1 or v.shape[rot.dim] % shards:
+    if shards == 1:
         return None
     local = target.shard_shape(v.shape)
-    return RotatePlan(rot.dim, target.dim_axes(rot.dim), shards, rot.shift, local, v.dtype)
+    plan = RotatePlan(rot.dim, target.dim_axes(rot.dim), shards, rot.shift, local, v.dtype)
+    padding = local[rot.dim] * shards - v.shape[rot.dim]
+    if padding == 0:
+        return plan
+    return PaddedRotatePlan(plan, dataclasses.replace(plan, shift=rot.shift + padding))
 
 
 def _reverse_plan(eqn: Equation, target: Sharding):
@@ -200,6 +206,36 @@ class RotatePlan:
             landed.append((p.at, piece))
         parts = [piece for _, piece in sorted(landed, key=lambda item: item[0])]
         return jax.lax.concatenate(parts, self.dim) if len(parts) > 1 else parts[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddedRotatePlan:
+    """A rotation by k of a dim of n elements held in S·s slots (the last S·s − n padding):
+    rotating the slots by k puts every element right but the first k, which get padding; the
+    slots rotated by k + S·s − n hold those (the last k elements). Two rotations (at most four
+    permutes, two shards' bytes) and a select on the global position."""
+
+    body: RotatePlan
+    wrapped: RotatePlan  # what lands on positions [0, k)
+    name = "rotate"
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return self.body.axes
+
+    def collectives(self, source: str) -> list[Collective]:
+        return self.body.collectives(source) + self.wrapped.collectives(source)
+
+    def describe(self) -> str:
+        return f"{self.body.describe()} (padded)"
+
+    def run(self, x):
+        """[.., s, ..] -> two rotations -> the wrapped one where the global position < k"""
+        d, s = self.body.dim, self.body.local_shape[self.body.dim]
+        shape = [1] * x.ndim
+        shape[d] = s
+        at = jax.lax.axis_index(self.axes) * s + jnp.arange(s).reshape(shape)
+        return jnp.where(at < self.body.shift, self.wrapped.run(x), self.body.run(x))
 
 
 @dataclasses.dataclass(frozen=True)
