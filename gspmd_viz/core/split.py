@@ -1,11 +1,13 @@
 """Choosing how one equation splits its factors over mesh axes, by the bytes each choice costs.
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
-is already available in), result or consumer implies (gathering a concatenation's operands
-beats gathering its result). A candidate is sanitized (only factors that may be
-split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
-blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
-to what their consumers will ask for.  # XLA: dot_handler.cc tries strategies and compares costs
+is already available in) or result implies, and for a windowed op (concatenate, pad) what its
+consumers ask for (gathering a concatenation's operands beats gathering its result; elsewhere
+that greedy choice can cost more later, as in the MoE example). A candidate is sanitized (only
+factors that may be split: pass, reductions that combine, lookups, halo-free windows; compound
+dims in contiguous blocks; each mesh axis once) and costed: resharding the operands to it, plus
+moving the results to what their consumers will ask for.
+# XLA: dot_handler.cc tries strategies and compares costs
 """
 
 import functools
@@ -230,7 +232,7 @@ class EquationSplit:
                 found += [self.from_tensor(t, s) for s in costs.available(v)]
         for s, t in zip(self.propagated, rule.results, strict=True):
             found.append(self.from_tensor(t, s))
-        for v, t in zip(self.eqn.outputs, rule.results, strict=True):  # what consumers ask:
+        for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
             found += [self.from_tensor(t, s) for s in costs.wanted(v)]  # gather before, not after
         unique = []
         for fa in map(self.sanitize, found):
