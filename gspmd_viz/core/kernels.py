@@ -82,9 +82,10 @@ def _all_gather(step, x, shape):
 def _reduce_scatter(step, x, shape):
     (d,) = step.dims
     x = fit_dim(x, d, step.collective.shape[d])
-    # [n k'] -> psum_scatter(axes) -> [k'] (jax sums bools as int32: a pending sum of bools
+    # [n k'] -> psum_scatter(axes) -> [k'] (bools summed as int32: a pending sum of bools
     # holds one True at most, from the device that looked it up, so the cast back is an or)
-    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True).astype(x.dtype)
+    summed = x.astype(jnp.int32) if x.dtype == jnp.bool_ else x  # psum_scatter refuses bools
+    return jax.lax.psum_scatter(summed, step.axes, scatter_dimension=d, tiled=True).astype(x.dtype)
 
 
 def _all_reduce(step, x, shape):
