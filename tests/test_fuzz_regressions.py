@@ -124,3 +124,18 @@ def test_a_pending_sum_of_bools_reduce_scattered_runs(start):
     args = counting((8, 7), jnp.bool_), jnp.asarray([-9, 6], jnp.int32), jnp.int32(start)
     spmd, theirs = partitioned_and_xla(f, *args, mesh=mesh)
     assert "reduce-scatter" in {c.kind for c in spmd.collectives}
+
+
+def test_a_flip_of_a_whole_value_is_local_even_when_its_result_is_split():
+    """int32[5,8] whole on Mesh(w=2), flipped along the columns that a dot then contracts over
+    w: the flip moved blocks into the split result (80 B) where reversing the whole value and
+    slicing is free (140 B in all before; XLA 60 B)."""
+    mesh = gv.Mesh({"w": 2})
+
+    def f(h, w):
+        return jnp.flip(gv.mesh_split(h, mesh, ()), 1) @ gv.mesh_split(w, mesh, ("w", None))
+
+    args = counting((5, 8), jnp.int32), counting((8, 3), jnp.int32)
+    spmd, theirs = partitioned_and_xla(f, *args, mesh=mesh)
+    assert "collective-permute" not in {c.kind for c in spmd.collectives}
+    assert spmd.wire_bytes <= xla_bytes(theirs)

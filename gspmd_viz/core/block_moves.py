@@ -97,18 +97,21 @@ def rotations(program: Program, outputs) -> tuple[dict, dict]:
     return found, deferred
 
 
-def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding):
+def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding, available=lambda v: []):
     """(the value moved, its RotatePlan / PaddedRotatePlan / ReversePlan) when `eqn` is a roll
-    or flip of dims its result `target` splits; None otherwise."""
+    or flip of dims its result `target` splits; None otherwise, or when the value is already
+    whole along those dims in one of its `available(value)` shardings (done locally, 0 B)."""
     if target.unreduced:
         return None
     if rot is not None:
-        plan = _rotate_plan(rot, target)
-        return None if plan is None else (rot.source, plan)
-    if eqn.primitive == "rev":
-        plan = _reverse_plan(eqn, target)
-        return None if plan is None else (eqn.inputs[0], plan)
-    return None
+        v, plan, dims = rot.source, _rotate_plan(rot, target), (rot.dim,)
+    elif eqn.primitive == "rev":
+        v, plan, dims = eqn.inputs[0], _reverse_plan(eqn, target), eqn.params["dimensions"]
+    else:
+        return None
+    if plan is None or any(all(s.dim_shards(d) == 1 for d in dims) for s in available(v)):
+        return None
+    return v, plan
 
 
 def _rotate_plan(rot: Rotation, target: Sharding):

@@ -134,7 +134,7 @@ class Partitioner:
             return False
         out = eqn.outputs[0]
         target = self.prop.sharding(out)
-        found = block_moves.plan_for(eqn, rot, target)
+        found = block_moves.plan_for(eqn, rot, target, self.available)
         if found is None:
             return False
         v, plan = found
