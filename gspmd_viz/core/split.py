@@ -2,7 +2,8 @@
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
 is already available in) or result implies, and for a windowed op (concatenate, pad) what its
-consumers ask for (gathering a concatenation's operands beats gathering its result; elsewhere
+consumers ask for or nothing split (gathering a concatenation's operands once beats a halo per
+operand or gathering its result; elsewhere
 that greedy choice can cost more later, as in the MoE example). A candidate is sanitized (only
 factors that may be split: pass, reductions that combine, lookups, halo-free windows; compound
 dims in contiguous blocks; each mesh axis once) and costed: resharding the operands to it, plus
@@ -234,6 +235,8 @@ class EquationSplit:
             found.append(self.from_tensor(t, s))
         for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
             found += [self.from_tensor(t, s) for s in costs.wanted(v)]  # gather before, not after
+        if self.halo:  # or whole: concatenate([h, h]) gathers h once, not a halo per operand
+            found.append({})
         unique = []
         for fa in map(self.sanitize, found):
             if fa not in unique:
