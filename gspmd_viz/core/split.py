@@ -3,11 +3,11 @@
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
 is already available in) or result implies, and for a windowed op (concatenate, pad) what its
 consumers ask for or nothing split (gathering a concatenation's operands once beats a halo per
-operand or gathering its result; elsewhere
-that greedy choice can cost more later, as in the MoE example). A candidate is sanitized (only
-factors that may be split: pass, reductions that combine, lookups, halo-free windows; compound
-dims in contiguous blocks; each mesh axis once) and costed: resharding the operands to it, plus
-moving the results to what their consumers will ask for.
+operand or gathering its result; elsewhere that greedy choice can cost more later, as in the MoE
+example). A candidate is sanitized (only factors that may be split: pass, reductions that
+combine, lookups, halo-free windows; compound dims in contiguous blocks; each mesh axis once)
+and costed: resharding the operands to it, plus moving the results to what their consumers will
+ask for.
 # XLA: dot_handler.cc tries strategies and compares costs
 """
 
