@@ -1,6 +1,7 @@
 """Which primitives jax 0.10.2 emits for jax.numpy and jax.nn, and whether the registry covers
-them. Every public function is traced on small f32 / s32 arguments (one or two arrays; functions
-that refuse them are skipped) and every primitive in the jaxpr (nested ones included) is listed.
+them. Every public function is traced on small f32 / s32 arguments (one or two arrays, an array
+and static ints, an array and int indices; functions that refuse them all are skipped) and
+every primitive in the jaxpr (nested ones included) is listed.
 
     PYTHONPATH=$PWD python tests/primitive_coverage.py > tests/primitive_coverage.md
 """
@@ -14,11 +15,15 @@ import jax.numpy as jnp
 from gspmd_viz.core.builder import INLINED, REJECTED
 from gspmd_viz.core.registry import is_known
 
-ARGS = (
-    (jnp.ones((4, 4), jnp.float32),),
-    (jnp.ones((4, 4), jnp.float32), jnp.ones((4, 4), jnp.float32)),
-    (jnp.ones((4, 4), jnp.int32),),
-    (jnp.ones((4, 4), jnp.int32), jnp.ones((4, 4), jnp.int32)),
+F32, S32 = jnp.ones((4, 4), jnp.float32), jnp.ones((4, 4), jnp.int32)
+ARGS = (  # (traced arrays, static ints after them)
+    ((F32,), ()),
+    ((F32, F32), ()),
+    ((S32,), ()),
+    ((S32, S32), ()),
+    ((F32,), (1,)),  # jnp.pad, roll, repeat, tile, split, triu
+    ((F32,), (1, 0)),  # jnp.insert, delete, moveaxis, swapaxes
+    ((F32, jnp.ones((4,), jnp.int32)), ()),  # indices: jnp.take, take_along_axis
 )
 
 
@@ -46,11 +51,11 @@ def emitted() -> dict[str, set[str]]:
             fn = getattr(module, name)
             if name.startswith("_") or not callable(fn) or inspect.isclass(fn):
                 continue
-            for args in ARGS:
+            for arrays, static in ARGS:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        closed = jax.make_jaxpr(fn)(*args)
+                        closed = jax.make_jaxpr(lambda *a, f=fn, s=static: f(*a, *s))(*arrays)
                 except Exception:  # noqa: BLE001, S112 - this function wants other arguments
                     continue
                 for p in primitives_of(closed.jaxpr, set()):

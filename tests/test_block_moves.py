@@ -58,6 +58,11 @@ def test_a_roll_along_a_split_dim_is_exact_and_moves_no_more_than_xla(case):
         assert {c.kind for c in spmd.collectives} <= {"collective-permute"}, ours
         assert spmd.wire_bytes <= x.nbytes / shards
         assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs), (ours, theirs)
+    else:  # two rotations of the padded slots: permutes of at most two shards per device
+        assert {c.kind for c in spmd.collectives} <= {"collective-permute"}, ours
+        local = np.prod(gv.Sharding(mesh, spec).shard_shape(shape)) * x.dtype.itemsize
+        assert spmd.wire_bytes <= 2 * local
+        assert spmd.wire_bytes <= 1.25 * sum(c.wire_bytes for c in theirs) + 64, (ours, theirs)
 
 
 @pytest.mark.parametrize("n, shards", [(8, 4), (12, 3), (16, 8), (6, 6)])
@@ -175,6 +180,9 @@ def test_a_flip_along_split_dims_is_exact_and_moves_no_more_than_xla(case):
         assert {c.kind for c in spmd.collectives} <= {"collective-permute"}
         assert spmd.wire_bytes <= np.prod(sharding.shard_shape(shape)) * x.dtype.itemsize
         assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
+    else:  # padding reversed to the front is rotated back: permutes, never a gather
+        assert {c.kind for c in spmd.collectives} <= {"collective-permute"}
+        assert spmd.wire_bytes <= 1.25 * sum(c.wire_bytes for c in theirs) + 64
 
 
 def test_a_flip_of_two_split_dims_is_one_permute_of_one_shard():
@@ -204,3 +212,34 @@ def test_a_rolled_or_flipped_constant_is_whole_everywhere_and_exact():
     x = jnp.asarray(np.random.default_rng(4).normal(size=8), jnp.float32)
     spmd, _ = partitioned_and_xla(f, x, mesh=mesh)
     assert "rotate" not in spmd.per_device_text() and "reverse" not in spmd.per_device_text()
+
+
+@pytest.mark.parametrize("flips", [(1,), (1, 0)])
+def test_a_flip_of_an_unevenly_split_dim_moves_what_xla_moves(flips):
+    """int32[7,3] with its 3 columns on Mesh(z=8, w=1) (5 devices hold padding only): the
+    flip gathered the whole array (147 B); XLA reverses the blocks and shifts the padding back
+    with two permutes of one shard (56 B). Found by the random programs (issue 10)."""
+    mesh = gv.Mesh({"z": 8, "w": 1})
+
+    def f(h):
+        h = jax.lax.rev(gv.mesh_split(h, mesh, (None, "z")), flips)
+        return h + h.max(1, keepdims=True)
+
+    x = jnp.asarray(np.arange(21).reshape(7, 3) % 7 - 3, jnp.int32)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
+    assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
+
+
+def test_a_roll_of_an_unevenly_split_dim_moves_blocks_not_slices():
+    """f32[6,3] with its 6 rows on Mesh(z=5, x=1) (2 per device, 4 slots of padding), rolled
+    by 1: the slices and concatenation moved 84 B; XLA 12 B; two rotations of the padded
+    slots move 36 B. Found by the random programs (issue 10)."""
+    mesh = gv.Mesh({"z": 5, "x": 1})
+
+    def f(h):
+        return jnp.roll(gv.mesh_split(h, mesh, ("z",)), 1, 0)
+
+    x = jnp.asarray(np.random.default_rng(4).normal(size=(6, 3)), jnp.float32)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
+    assert "rotate(z)" in spmd.per_device_text()
+    assert spmd.wire_bytes <= 1.25 * sum(c.wire_bytes for c in theirs) + 64

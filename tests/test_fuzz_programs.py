@@ -1,6 +1,7 @@
 """Random small programs (tests/fuzz_programs.py) run partitioned: equal to the program with its
 annotations dropped on one device, no crash, and no more wire bytes than 1.25x XLA's + 64 B
-(except steps with a known byte gap, issue 10 items 10-12). benchmarks/fuzz.py runs it long."""
+(except steps with a measured byte gap: fuzz_programs.BYTES_GAPS). benchmarks/fuzz.py runs it
+long."""
 
 from fuzz_programs import check, programs
 from hypothesis import given, settings

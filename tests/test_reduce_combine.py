@@ -113,3 +113,23 @@ def test_random_arg_reductions_are_exact_and_move_no_more_than_xla(data):
     got, want, spmd = run_both(f, x)
     assert_same(got, want)
     assert spmd.wire_bytes <= xla_bytes(f, x, mesh=mesh) + 64
+
+
+@pytest.mark.parametrize("reduce", [jnp.max, jnp.min, jnp.nanmax, jnp.nanmin])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("spec, axis", [(("x", None), 0), (("x", "y"), 1), ((("x", "y"), None), 0)])
+def test_max_and_min_over_a_split_dim_keep_a_nan_in_one_shard(spec, axis, dtype, reduce):
+    """XLA:CPU's all-reduce max drops a NaN; jnp.max returns it. 7 rows on 4 (or 8) shards:
+    a NaN in one shard only, ±inf and ±0 elsewhere, padding in the last shard."""
+    x = np.array(tricky((7, 6), jnp.float32, seed=5))
+    x[0], x[3, 2], x[6, 4] = 1.0, np.nan, np.nan  # row 0 no longer all NaN
+
+    def f(x):
+        return reduce(gv.mesh_split(x, XY, spec), axis=axis)
+
+    got, want, spmd = run_both(f, jnp.asarray(x, dtype))
+    assert got.dtype == want.dtype  # compared as f32: numpy sees bf16 NaNs as unequal
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+    if reduce in (jnp.max, jnp.min):
+        assert np.isnan(np.asarray(want, np.float32)).any()
+        assert [c.kind for c in spmd.collectives] == ["all-reduce"]  # one, not a gather

@@ -18,6 +18,7 @@ collective-permute of the shards.
 A reversal (`jnp.flip`, `lax.rev`) of dims split evenly sends block b of the blocks those dims
 make (their mesh axes in dim order, major first) to block N − 1 − b, which reverses every dim's
 block index at once, then reverses its own shard locally: one collective-permute, one shard.
+A dim split unevenly (padded at its end) takes one more rotation of its padding (both plans).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.collective import Collective
@@ -95,26 +97,33 @@ def rotations(program: Program, outputs) -> tuple[dict, dict]:
     return found, deferred
 
 
-def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding):
-    """(the value moved, its RotatePlan / ReversePlan) when `eqn` is a roll or flip whose
-    result `target` splits the moved dims evenly; None otherwise."""
+def plan_for(eqn: Equation, rot: Rotation | None, target: Sharding, available=lambda v: []):
+    """(the value moved, its RotatePlan / PaddedRotatePlan / ReversePlan) when `eqn` is a roll
+    or flip of dims its result `target` splits; None otherwise, or when the value is already
+    whole along those dims in one of its `available(value)` shardings (done locally, 0 B)."""
     if target.unreduced:
         return None
     if rot is not None:
-        plan = _rotate_plan(rot, target)
-        return None if plan is None else (rot.source, plan)
-    if eqn.primitive == "rev":
-        plan = _reverse_plan(eqn, target)
-        return None if plan is None else (eqn.inputs[0], plan)
-    return None
+        v, plan, dims = rot.source, _rotate_plan(rot, target), (rot.dim,)
+    elif eqn.primitive == "rev":
+        v, plan, dims = eqn.inputs[0], _reverse_plan(eqn, target), eqn.params["dimensions"]
+    else:
+        return None
+    if plan is None or any(all(s.dim_shards(d) == 1 for d in dims) for s in available(v)):
+        return None
+    return v, plan
 
 
 def _rotate_plan(rot: Rotation, target: Sharding):
     v, shards = rot.source, target.dim_shards(rot.dim)
-    if shards == 1 or v.shape[rot.dim] % shards:
+    if shards == 1:
         return None
     local = target.shard_shape(v.shape)
-    return RotatePlan(rot.dim, target.dim_axes(rot.dim), shards, rot.shift, local, v.dtype)
+    plan = RotatePlan(rot.dim, target.dim_axes(rot.dim), shards, rot.shift, local, v.dtype)
+    padding = local[rot.dim] * shards - v.shape[rot.dim]
+    if padding == 0:
+        return plan
+    return PaddedRotatePlan(plan, dataclasses.replace(plan, shift=rot.shift + padding))
 
 
 def _reverse_plan(eqn: Equation, target: Sharding):
@@ -122,11 +131,15 @@ def _reverse_plan(eqn: Equation, target: Sharding):
     split = [d for d in sorted(dims) if target.dim_shards(d) > 1]
     if not isinstance(v, Value) or not split:
         return None
-    if any(v.shape[d] % target.dim_shards(d) for d in split):
-        return None
     axes = tuple(a for d in split for a in target.dim_axes(d))
     blocks = int(np.prod([target.dim_shards(d) for d in split]))
-    return ReversePlan(dims, axes, blocks, target.shard_shape(v.shape), v.dtype)
+    local = target.shard_shape(v.shape)
+    realign = tuple(  # an uneven dim: its padding, reversed, leads; rotate it back to the end
+        RotatePlan(d, target.dim_axes(d), target.dim_shards(d), v.shape[d] - n, local, v.dtype)
+        for d in split
+        if (n := local[d] * target.dim_shards(d)) != v.shape[d]
+    )
+    return ReversePlan(dims, axes, blocks, local, v.dtype, realign)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,25 +212,58 @@ class RotatePlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class PaddedRotatePlan:
+    """A rotation by k of a dim of n elements held in S·s slots (the last S·s − n padding):
+    rotating the slots by k puts every element right but the first k, which get padding; the
+    slots rotated by k + S·s − n hold those (the last k elements). Two rotations (at most four
+    permutes, two shards' bytes) and a select on the global position."""
+
+    body: RotatePlan
+    wrapped: RotatePlan  # what lands on positions [0, k)
+    name = "rotate"
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return self.body.axes
+
+    def collectives(self, source: str) -> list[Collective]:
+        return self.body.collectives(source) + self.wrapped.collectives(source)
+
+    def describe(self) -> str:
+        return f"{self.body.describe()} (padded)"
+
+    def run(self, x):
+        """[.., s, ..] -> two rotations -> the wrapped one where the global position < k"""
+        d, s = self.body.dim, self.body.local_shape[self.body.dim]
+        shape = [1] * x.ndim
+        shape[d] = s
+        at = jax.lax.axis_index(self.axes) * s + jnp.arange(s).reshape(shape)
+        return jnp.where(at < self.body.shift, self.wrapped.run(x), self.body.run(x))
+
+
+@dataclasses.dataclass(frozen=True)
 class ReversePlan:
-    """`lax.rev` of `dims` on one device's shard; the split ones are split evenly over `axes`
-    (their mesh axes in dim order) into `blocks` blocks."""
+    """`lax.rev` of `dims` on one device's shard; the split ones are split over `axes` (their
+    mesh axes in dim order) into `blocks` blocks. Reversing a padded (uneven) dim of n
+    elements in S·s slots puts its S·s − n padding slots first: `realign` rotates each such
+    dim back by that many (two more permutes at most, one shard's bytes).
+    # XLA: the partitioned reverse pads, reverses and shifts the same way"""
 
     dims: tuple[int, ...]
     axes: tuple[str, ...]
     blocks: int
     local_shape: tuple[int, ...]
     dtype: np.dtype
+    realign: tuple[RotatePlan, ...] = ()
     name = "reverse"
 
     def pairs(self) -> list[tuple[int, int]]:
         return [(b, self.blocks - 1 - b) for b in range(self.blocks)]
 
     def collectives(self, source: str) -> list[Collective]:
-        if self.blocks == 1:
-            return []
         shape, kind = tuple(self.local_shape), "collective-permute"
-        return [Collective(kind, self.axes, shape, self.dtype, self.blocks, source, self.dims)]
+        out = [Collective(kind, self.axes, shape, self.dtype, self.blocks, source, self.dims)]
+        return out[self.blocks == 1 :] + [c for r in self.realign for c in r.collectives(source)]
 
     def describe(self) -> str:
         return f"dims {', '.join(map(str, self.dims))}"
@@ -226,4 +272,7 @@ class ReversePlan:
         """[.., s, ..] -> ppermute(b -> N-1-b) -> local rev -> [.., s, ..]"""
         if self.blocks > 1:
             x = permute_blocks(x, self.axes, self.pairs())
-        return jax.lax.rev(x, self.dims)
+        x = jax.lax.rev(x, self.dims)
+        for rotation in self.realign:  # [pad, data] -> rotate by -pad -> [data, pad]
+            x = rotation.run(x)
+        return x

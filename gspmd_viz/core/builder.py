@@ -28,6 +28,8 @@ INLINED = {
     "remat2": "jaxpr",
     "remat_opt": "fwd_jaxpr",
 }
+# x op x for an integer or bool x: the constant it always is
+_SELF_COMPARE = {"eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
 # Control flow we do not model (its body would need its own propagation), and what to do.
 _PER_DEVICE = "it is already per-device code: trace the global function instead"
 REJECTED = {
@@ -53,6 +55,7 @@ class Builder:
         self.equations: list[Equation] = []
         self.annotations: dict[Value, Sharding] = {}
         self.open_dims: dict[Value, frozenset[int]] = {}  # P.UNCONSTRAINED dims, left open
+        self.annotated: dict[Value, Value] = {}  # an annotation's output -> the value it annotates
         self.calls: list[Call] = []
         self.scope: list[int] = []  # the calls being inlined, outermost first
         self.loops: list[Loop] = []
@@ -99,11 +102,29 @@ class Builder:
             raise NotImplementedError(
                 f"gv.trace does not model primitive {name!r} (here on {operands}): {REJECTED[name]}"
             )
+        simpler = self.simplified(name, ins, eqn)
+        if simpler is not None:
+            env[eqn.outvars[0]] = simpler
+            return
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         env.update(zip(eqn.outvars, outs, strict=True))
         e = self.emit(name, ins, outs, dict(eqn.params), eqn)
         if name == CONSTRAINT:
             self.annotate(e)
+
+    def simplified(self, name, ins, eqn):
+        """What an equation is without computing it, or None (# XLA: AlgebraicSimplifier):
+        an update that overwrites all is the result (its operand is never read); an integer
+        or bool compared with itself (through annotations) is a constant."""
+        if name == "dynamic_update_slice" and ins[1].shape == ins[0].shape:
+            return ins[1]
+        if name not in _SELF_COMPARE or not all(isinstance(v, Value) for v in ins):
+            return None
+        a, b = (self.annotated.get(v, v) for v in ins)
+        if a is not b or np.issubdtype(a.dtype, np.inexact):  # a NaN is not equal to itself
+            return None
+        shape = tuple(int(n) for n in eqn.outvars[0].aval.shape)
+        return Literal(np.full(shape, _SELF_COMPARE[name]), shape, np.dtype(bool))
 
     def emit(self, name, ins, outs, params=None, eqn=None, at=None) -> Equation:
         """Append an equation (or fill the slot `at` reserved earlier)."""
@@ -218,6 +239,8 @@ class Builder:
     def annotate(self, e: Equation) -> None:
         out = e.outputs[0]
         self.annotations[out], self.open_dims[out] = read_annotation(e.params["sharding"])
+        if isinstance(e.inputs[0], Value):
+            self.annotated[out] = self.annotated.get(e.inputs[0], e.inputs[0])
         self.annotations[out].check_rank(out.ndim)
 
 

@@ -82,9 +82,10 @@ def _all_gather(step, x, shape):
 def _reduce_scatter(step, x, shape):
     (d,) = step.dims
     x = fit_dim(x, d, step.collective.shape[d])
-    # [n k'] -> psum_scatter(axes) -> [k'] (jax sums bools as int32: a pending sum of bools
+    # [n k'] -> psum_scatter(axes) -> [k'] (bools summed as int32: a pending sum of bools
     # holds one True at most, from the device that looked it up, so the cast back is an or)
-    return jax.lax.psum_scatter(x, step.axes, scatter_dimension=d, tiled=True).astype(x.dtype)
+    summed = x.astype(jnp.int32) if x.dtype == jnp.bool_ else x  # psum_scatter refuses bools
+    return jax.lax.psum_scatter(summed, step.axes, scatter_dimension=d, tiled=True).astype(x.dtype)
 
 
 def _all_reduce(step, x, shape):
@@ -231,5 +232,20 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
 
 def all_reduce(x, combine: str, axes):
     """Combine partial max/min results across devices right away."""
+    if combine in ("max", "min") and jnp.issubdtype(x.dtype, jnp.floating):
+        return _nan_propagating(x, combine, tuple(axes))
     op = {"max": jax.lax.pmax, "min": jax.lax.pmin, "sum": jax.lax.psum}[combine]
     return op(x, tuple(axes))
+
+
+def _nan_propagating(x, combine: str, axes):
+    """pmax / pmin of floats that keeps a NaN, as jnp.max does (XLA:CPU's all-reduce max
+    drops it): the same bytes as integer keys ordered like the floats, with every NaN made the
+    largest key (max) or the smallest (min)."""
+    bits = jnp.dtype(f"int{jnp.finfo(x.dtype).bits}")
+    nan = jnp.asarray(jnp.nan if combine == "max" else -jnp.nan, x.dtype)
+    i = jax.lax.bitcast_convert_type(jnp.where(jnp.isnan(x), nan, x), bits)
+    flip = jnp.asarray(jnp.iinfo(bits).max, bits)
+    key = jnp.where(i < 0, i ^ flip, i)  # negative floats: larger magnitude, smaller key
+    key = (jax.lax.pmax if combine == "max" else jax.lax.pmin)(key, axes)
+    return jax.lax.bitcast_convert_type(jnp.where(key < 0, key ^ flip, key), x.dtype)

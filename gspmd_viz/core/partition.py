@@ -129,13 +129,13 @@ class Partitioner:
             self.versions[v] = [(Sharding(self.mesh, ()), v.name)]
 
     def move_blocks(self, eqn: Equation, rot) -> bool:
-        """A roll or flip along dims its result splits evenly: whole blocks move, no gather
+        """A roll or flip along dims its result splits: whole blocks move, no gather
         (block_moves); False otherwise (the equation, and a roll's slices, run as usual)."""
         if rot is None and eqn.primitive != "rev":
             return False
         out = eqn.outputs[0]
         target = self.prop.sharding(out)
-        found = block_moves.plan_for(eqn, rot, target)
+        found = block_moves.plan_for(eqn, rot, target, self.available)
         if found is None:
             return False
         v, plan = found

@@ -1,14 +1,16 @@
 """Choosing how one equation splits its factors over mesh axes, by what each choice costs.
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
-is already available in) or result implies. A candidate is sanitized (only factors that may be
-split: pass, reductions that combine, lookups, halo-free windows; compound dims in contiguous
-blocks; each mesh axis once) and costed: resharding the operands to it, plus moving the results
-to what their consumers will ask for, in wire bytes; split_cost ranks the candidates by those
-bytes after memory and work done twice, and before time. An equation with several rules (a
-conv: each spatial dim split with halos around its output rows, or as partial sums over its
-window taps) has the candidates of each costed; halos that cover a dim (where XLA gathers) win
-only when cheaper.
+is already available in) or result implies, and for a windowed op (concatenate, pad) what its
+consumers ask for or nothing split (gathering a concatenation's operands once beats a halo per
+operand or gathering its result; elsewhere that greedy choice can cost more later, as in the MoE
+example). A candidate is sanitized (only factors that may be split: pass, reductions that
+combine, lookups, halo-free windows; compound dims in contiguous blocks; each mesh axis once)
+and costed: resharding the operands to it, plus moving the results to what their consumers will
+ask for, in wire bytes; split_cost ranks the candidates by those bytes after memory and work
+done twice, and before time. An equation with several rules (a conv: each spatial dim split
+with halos around its output rows, or as partial sums over its window taps) has the candidates
+of each costed; halos that cover a dim (where XLA gathers) win only when cheaper.
 # XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
 """
 
@@ -223,9 +225,12 @@ class EquationSplit:
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn
         total = self.halo_bytes(fa)
-        for i, v in enumerate(e.inputs):
-            if isinstance(v, Value):
-                total += costs.fetch_cost(v, self.operand_sharding(fa, i))
+        fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
+            (v, self.operand_sharding(fa, i))
+            for i, v in enumerate(e.inputs)
+            if isinstance(v, Value)
+        }
+        total += sum(costs.fetch_cost(v, target) for v, target in fetched)
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
             combined = combine_collectives(
@@ -248,6 +253,10 @@ class EquationSplit:
                 found += [self.from_tensor(t, s) for s in costs.available(v)]
         for s, t in zip(self.propagated, rule.results, strict=True):
             found.append(self.from_tensor(t, s))
+        for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
+            found += [self.from_tensor(t, s) for s in costs.wanted(v)]  # gather before, not after
+        if self.halo:  # or whole: concatenate([h, h]) gathers h once, not a halo per operand
+            found.append({})
         unique = []
         for fa in map(self.sanitize, found):
             if fa not in unique:

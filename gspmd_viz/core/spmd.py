@@ -164,12 +164,12 @@ class Halo:
 @dataclasses.dataclass(frozen=True)
 class MoveBlocks:
     """Buffer `dst` holds `value` rotated (`jnp.roll`) or reversed (`jnp.flip`) along dims it
-    splits evenly: whole blocks of every shard move where `plan` (block_moves) sends them."""
+    splits: whole blocks of every shard move where `plan` (block_moves) sends them."""
 
     value: Value
     src: str
     dst: str
-    plan: object  # block_moves.RotatePlan or ReversePlan
+    plan: object  # block_moves.RotatePlan, PaddedRotatePlan or ReversePlan
     sharding: Sharding  # of `src` and `dst`
     source: str
     consumer: Equation | None = None  # the concatenate or rev it computes
