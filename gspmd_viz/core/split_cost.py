@@ -89,7 +89,11 @@ def split_axes(sharding: Sharding) -> set[str]:
 def twice(q, fa, costs) -> int:
     """How many devices compute each result of the equation under `fa` although an operand
     arrives split over the mesh axes that make them equal: the product of the sizes of the
-    axes that split no factor but split (or hold pending sums of) some operand as produced."""
+    axes that split no factor but split (or hold pending sums of) some operand as produced.
+    A windowed op that only moves data (concatenate, pad) computes nothing: done whole, it
+    may gather its operands once instead of exchanging a halo per operand (XLA does)."""
+    if q.halo and entry_for(q.eqn).flops == 0:
+        return 1
     used = {a for axes in fa.values() for a in axes}
     arrived = set()
     for v in q.eqn.inputs:
