@@ -230,7 +230,7 @@ def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
     loop body counts all its trips (`trips`, and `wire_bytes` over all of them); XLA:CPU's
     all-reduce + dynamic-slice counts as a reduce-scatter."""
     comps, entry = _computations(text)
-    slicing = slicing_computations(text)
+    slicing = slicing_computations(comps)
     if entry is None:  # a bare list of instructions
         return [c for cs in _fair(text.splitlines(), mesh, slicing) for c in cs]
     trips = _trips(comps, entry)

@@ -15,19 +15,12 @@ import re
 _DEF = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(\S+)\s+([\w\-]+)\((.*)$")
 _DIMS = re.compile(r"^\w+\[([\d,]*)\]")
 _CALLS = re.compile(r"calls=%([\w.\-]+)")
-_HEAD = re.compile(r"^(?:ENTRY\s+)?%([\w.\-]+)\s")
 
 
-def slicing_computations(text: str) -> set[str]:
-    """Names of the computations (fusions) that contain a dynamic-slice."""
-    found, current = set(), None
-    for line in text.splitlines():
-        head = _HEAD.match(line)
-        if head and line.rstrip().endswith("{"):
-            current = head.group(1)
-        elif current and " dynamic-slice(" in line:
-            found.add(current)
-    return found
+def slicing_computations(comps: dict[str, list[str]]) -> set[str]:
+    """Names of the computations (fusions) that contain a dynamic-slice; `comps`: name -> its
+    lines, as xla_collectives splits a module."""
+    return {n for n, lines in comps.items() if any(" dynamic-slice(" in line for line in lines)}
 
 
 def _dims(type_text: str) -> tuple[int, ...] | None:
