@@ -21,7 +21,6 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz import examples, xla_cost  # noqa: E402
@@ -29,22 +28,12 @@ from gspmd_viz.core import split, split_cost  # noqa: E402
 from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
 from gspmd_viz.units import format_bytes, format_time  # noqa: E402
 
-F32, I32 = np.float32, np.int32
-D, V, H = 8192, 32768, 32768  # d_model, vocabulary, feed-forward hidden
-REAL = {  # zoo program -> its arguments at real sizes
-    "mlp": [(8192, D), (D, H), (H, D)],
-    "mlp_train_step": [(8192, D), (8192, D), (D, H), (H, D)],
-    "transformer_block": [(16, 2048, D), *[(D, 64, 128)] * 4, (D, H), (H, D)],
-    "embedding_loss": [((256, 2048), I32), ((256, 2048), I32), (V, D)],
-    "conv_block": [(64, 128, 128, 256), (3, 3, 256, 512), (512, 10)],
-}
-
 
 @contextlib.contextmanager
 def bytes_only():
     """The chooser before issue 11: candidates ranked by wire bytes alone, none merged."""
     saved = split.rank, split.twice, split.merged
-    split.rank = lambda q, fa, costs, wire_bytes: wire_bytes
+    split.rank = lambda q, fa, costs, wire_bytes: (wire_bytes,)
     split.twice, split.merged = (lambda *a: 1), (lambda found: [])
     try:
         yield
@@ -88,20 +77,13 @@ def zoo_table() -> None:
         )
 
 
-def real_args(shapes):
-    return [
-        jax.ShapeDtypeStruct(*s) if isinstance(s[1], type) else jax.ShapeDtypeStruct(s, F32)
-        for s in shapes
-    ]
-
-
 def real_size_table(mesh=None) -> None:
     mesh = mesh or {"x": 16, "y": 16}
     chip = chip_cost("tpu-v3")
     print("\nreal sizes on a 16x16 mesh, per device on tpu-v3: our plan vs the bytes-only plan")
-    for name, shapes in REAL.items():
-        ex = examples.get(name, mesh=mesh, symbolic=True)
-        prop = gv.propagate(gv.trace(ex.fn, *real_args(shapes)))
+    for name in examples.REAL_SHAPES:
+        ex = examples.real(name, mesh=mesh)
+        prop = gv.propagate(gv.trace(ex.fn, *ex.args))
         ours = gv.partition(prop).cost
         with bytes_only():
             old = split_cost.plan_cost(gv.partition(prop), chip)

@@ -9,6 +9,7 @@ devices needed).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import jax
@@ -310,7 +311,7 @@ def get(
     return Example(name, mesh, fn, args, specs, dict(ranks))
 
 
-__all__ = ["ZOO", "Example", "get"]
+__all__ = ["REAL_SHAPES", "ZOO", "Example", "get", "real"]
 
 
 # --- control flow and nested calls (the body of a loop is annotated per iteration) ----------
@@ -455,3 +456,36 @@ DIM_NAMES = {
     "embedding_loss": {"ids": "BL", "table": "VM", "logits": "BLV"},
     "conv_block": {"img": "NHWC", "kernel": "HWCF"},
 }
+
+
+# --- real sizes (symbolic: no devices, no values) ---------------------------------------
+REAL_MESH = {"x": 16, "y": 16}
+D_MODEL, VOCAB, HIDDEN = 8192, 32768, 32768
+_TOKENS = 8192
+REAL_SHAPES = {  # zoo program -> (shape, dtype) of each argument, in order
+    "mlp": [((_TOKENS, D_MODEL), F32), ((D_MODEL, HIDDEN), F32), ((HIDDEN, D_MODEL), F32)],
+    "mlp_train_step": [
+        ((_TOKENS, D_MODEL), F32),
+        ((_TOKENS, D_MODEL), F32),
+        ((D_MODEL, HIDDEN), F32),
+        ((HIDDEN, D_MODEL), F32),
+    ],
+    "transformer_block": [
+        ((16, 2048, D_MODEL), F32),
+        *[((D_MODEL, 64, 128), F32)] * 4,
+        ((D_MODEL, HIDDEN), F32),
+        ((HIDDEN, D_MODEL), F32),
+    ],
+    "embedding_loss": [((256, 2048), I32), ((256, 2048), I32), ((VOCAB, D_MODEL), F32)],
+    "conv_block": [((64, 128, 128, 256), F32), ((3, 3, 256, 512), F32), ((512, 10), F32)],
+}
+
+
+def real(name: str, mesh: Mesh | dict | None = None, specs: dict | None = None) -> Example:
+    """The zoo program `name` at real sizes (d_model 8192, vocabulary and feed-forward 32k),
+    default mesh 16x16, its arguments jax.ShapeDtypeStructs: partition it, never run it."""
+    if name not in REAL_SHAPES:
+        raise KeyError(f"no real sizes for {name!r}; known: {sorted(REAL_SHAPES)}")
+    toy = get(name, REAL_MESH if mesh is None else mesh, specs, symbolic=True)
+    args = tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in REAL_SHAPES[name])
+    return dataclasses.replace(toy, args=args)
