@@ -27,6 +27,7 @@ from gspmd_viz.viz.notation import (
     parse_shape,
     pspec_text,
 )
+from gspmd_viz.viz.plotly_view import PlotlyView
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
@@ -56,7 +57,7 @@ class ShardingEditor(widgets.VBox):
         self.dims_box = widgets.HBox()
         self.message = widgets.HTML()
         self.notation = widgets.HTML()
-        self.plot = widgets.Output()
+        self.plot = PlotlyView()
         self.plot.add_class("gv-layout-plot")
         self.dims: list[widgets.Dropdown] = []
         self.mesh = self.shape = self.sharding = self.figure = None
@@ -224,7 +225,7 @@ class ShardingEditor(widgets.VBox):
         )
         self.notation.value = f"<table class='gv-notations'>{rows}</table>{code}"
         self.figure = go.Figure(spec, _validate=False)
-        _show(self.plot, spec)
+        self.plot.show(_plain(spec))
 
     def static_figure(self):
         """What `gspmd_viz.viz.static.show` saves for readers without a kernel."""
@@ -248,9 +249,6 @@ def _choice(entry):
     return entry
 
 
-def _show(output: widgets.Output, spec: dict) -> None:
-    """Put the figure into the Output as widget state, in plotly's mimetype (what its
-    JupyterLab renderer draws). No iopub routing, so a live kernel, nbconvert and nbval agree."""
-    plain = json.loads(pio.to_json(spec, validate=False))  # numpy arrays -> lists, no deep copy
-    bundle = {"application/vnd.plotly.v1+json": {**plain, "config": {}}}
-    output.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+def _plain(spec: dict) -> dict:
+    """The figure as plain JSON (numpy arrays -> lists, without deep-copying it first)."""
+    return {**json.loads(pio.to_json(spec, validate=False)), "config": {}}

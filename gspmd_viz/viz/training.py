@@ -2,7 +2,7 @@
 against HBM, step time split into compute / update / communication / bubble, and MFU.
 
 The numbers come from gv.sim.training; the communication rows from the partitioned zoo step
-(train_zoo.ledger_rows), computed once per strategy and cached.
+(train_zoo.ledger_rows), computed for every strategy when the first widget is built and cached.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gspmd_viz import sim, train_zoo
 from gspmd_viz.sim import training as st
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
+from gspmd_viz.viz.plotly_view import PlotlyView
 
 # name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all
 MODELS = {
@@ -48,9 +49,14 @@ def model(name: str) -> st.Transformer:
     return st.Transformer(layers, m, n, d, h, SEQ)
 
 
-@functools.cache
 def rows(strategy: str) -> list:
-    return train_zoo.ledger_rows("dp" if strategy == "pipeline" else strategy)
+    """The partitioned step's collectives for a strategy (a pipeline's stages run dp's)."""
+    return _step_rows("dp" if strategy == "pipeline" else strategy)
+
+
+@functools.cache
+def _step_rows(strategy: str) -> list:
+    return train_zoo.ledger_rows(strategy)
 
 
 def layout(strategy: str, chips: int, split: int, microbatches: int, remat: bool) -> st.Layout:
@@ -153,7 +159,7 @@ class TrainingWidget(widgets.VBox):
         self.microbatches = widgets.Text(value=microbatches, description="microbatches",
                                          style=wide)  # fmt: skip
         self.remat = widgets.Checkbox(value=remat, description="rematerialise")
-        self.message, self.text, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.message, self.text, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
         self.figure: go.Figure | None = None
         controls = [
             self.model,
@@ -177,6 +183,8 @@ class TrainingWidget(widgets.VBox):
         self.add_class("gv-training")
         for w in controls:
             w.observe(lambda _: self.rebuild(), "value")
+        for name in st.STRATEGIES:  # partition every strategy's step now (~0.4 s each), so
+            rows(name)  # that switching strategy later only rescales, within a redraw's budget
         self.rebuild()
 
     @inline_errors
@@ -197,10 +205,7 @@ class TrainingWidget(widgets.VBox):
         self.text.value = f"<pre>{html.escape(summary(mem, times, chip), quote=False)}</pre>"
         heading = f"{args[0]} model, batch {args[3]}, {args[1]}"
         self.figure = figure(mem, times, chip, lay, heading)
-        bundle = {
-            "application/vnd.plotly.v1+json": {**json.loads(self.figure.to_json()), "config": {}}
-        }
-        self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        self.plot.show({**json.loads(self.figure.to_json()), "config": {}})
 
     def fail(self, err: Exception):
         self.message.value = error_html(err)
