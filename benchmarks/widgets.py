@@ -13,9 +13,9 @@ import statistics
 import time
 
 
-def output_bytes(output_widget) -> int:
-    """Bytes of the Output widget's state: what a redraw sends over the comm."""
-    return len(json.dumps(list(output_widget.outputs)).encode())
+def output_bytes(view) -> int:
+    """Bytes of the figure a PlotlyView sends over the comm for one redraw."""
+    return len(json.dumps(view.figure).encode())
 
 
 # ----- lesson 05: the torus widget -------------------------------------------------------------
@@ -117,7 +117,7 @@ def _pipeline_change(what, control, values, repeats=7) -> tuple[float, int, floa
     for name, value in PIPELINE_SETUP.get(what, {}).items():
         getattr(w, name).value = value
     sent = []
-    w.plot.observe(lambda _: sent.append(output_bytes(w.plot)), "outputs")
+    w.plot.observe(lambda _: sent.append(output_bytes(w.plot)), "figure")
     times = []
     for i in range(repeats):
         t0 = time.perf_counter()

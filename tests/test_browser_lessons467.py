@@ -184,7 +184,7 @@ def _pipeline_stale(w, words: str) -> None:
         "es => es.map(e => [Number(getComputedStyle(e).opacity), getComputedStyle(e).filter])"
     )
     assert all(o < 0.5 and "grayscale(1)" in f for o, f in looks), looks
-    assert w.locator(".gv-stale .js-plotly-plot").count() == 1
+    assert w.locator(".gv-stale .js-plotly-plot").locator("visible=true").count() == 1
 
 
 def drive_06(page, shot) -> str:

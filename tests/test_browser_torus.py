@@ -108,7 +108,7 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
         try:
             page = browser.new_page(viewport={"width": WIDTH, "height": 1400})
             widget = _run_lesson(page, url)
-            plot = widget.locator(".js-plotly-plot").first
+            plot = widget.locator(".js-plotly-plot").locator("visible=true").first
             box = plot.bounding_box()
             assert box["x"] + box["width"] <= WIDTH, box  # legend and colour bar included
             widget.screenshot(path=str(OUT / "lesson05_4x4.png"))

@@ -31,7 +31,7 @@ def _agrees(w: torus.TorusWidget):
 
 
 def _title(w):
-    return w.plot.outputs[0]["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]["text"]
+    return w.plot.figure["layout"]["title"]["text"]
 
 
 def _failed(w, *words):
@@ -171,7 +171,7 @@ def test_big_pods_draw_heatmaps_under_500_kB(w):
         w.preset.value = name
         w.slider.value = 5
         assert any(isinstance(t, go.Heatmap) for t in w.figure.data)
-        assert len(json.dumps(w.plot.outputs[0]["data"])) < 500_000
+        assert len(json.dumps(w.plot.figure)) < 500_000
     w.preset.value = "4x4"
     assert not any(isinstance(t, go.Heatmap) for t in w.figure.data)
 

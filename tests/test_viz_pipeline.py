@@ -103,7 +103,7 @@ def _greyed(w) -> bool:
 def test_one_figure_per_change_and_none_for_a_bad_one():
     w = view.PipelineWidget()
     drawn = []
-    w.plot.observe(lambda ch: drawn.append(ch["new"]), "outputs")
+    w.plot.observe(lambda ch: drawn.append(ch["new"]), "figure")
     changes = (("stages", 8), ("stages", 2), ("microbatches", 32), ("schedule", "gpipe"))
     for control, value in changes:
         drawn.clear()

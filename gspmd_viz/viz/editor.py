@@ -7,12 +7,10 @@ User text is parsed, never evaluated.
 """
 
 import html
-import json
 from itertools import permutations
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from gspmd_viz.core.hlo import parse_hlo
 from gspmd_viz.core.sharding import Sharding
@@ -27,7 +25,7 @@ from gspmd_viz.viz.notation import (
     parse_shape,
     pspec_text,
 )
-from gspmd_viz.viz.plotly_view import PlotlyView
+from gspmd_viz.viz.plotly_view import PlotlyView, plain
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
@@ -225,7 +223,7 @@ class ShardingEditor(widgets.VBox):
         )
         self.notation.value = f"<table class='gv-notations'>{rows}</table>{code}"
         self.figure = go.Figure(spec, _validate=False)
-        self.plot.show(_plain(spec))
+        self.plot.show(plain(spec))
 
     def static_figure(self):
         """What `gspmd_viz.viz.static.show` saves for readers without a kernel."""
@@ -247,8 +245,3 @@ def _choice(entry):
     if isinstance(entry, (tuple, list)):
         return None if not entry else entry[0] if len(entry) == 1 else tuple(entry)
     return entry
-
-
-def _plain(spec: dict) -> dict:
-    """The figure as plain JSON (numpy arrays -> lists, without deep-copying it first)."""
-    return {**json.loads(pio.to_json(spec, validate=False)), "config": {}}

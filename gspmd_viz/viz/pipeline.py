@@ -19,6 +19,7 @@ from gspmd_viz import pipeline as pipe
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
 from gspmd_viz.viz.pipeline_gantt import MAX_FRAMES, frame_times, gantt, gantt_spec, spec_json
 from gspmd_viz.viz.playback import pause_at_end
+from gspmd_viz.viz.plotly_view import PlotlyView
 
 __all__ = ["MAX_FRAMES", "PipelineWidget", "frame_times", "gantt", "parse_ratio"]
 
@@ -56,7 +57,7 @@ class PipelineWidget(widgets.VBox):
         self.frame = widgets.IntSlider(min=0, max=1, description="frame")
         widgets.jslink((self.play, "value"), (self.frame, "value"))
         pause_at_end(self.play, self.frame)
-        self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
         self.timeline: pipe.PipelineTimeline | None = None
         self.spec: dict | None = None  # the figure drawn last, as plain dicts
         self.times = np.zeros(1)
@@ -128,7 +129,4 @@ class PipelineWidget(widgets.VBox):
     def _draw(self, frame: int):
         frame = min(max(frame, 0), len(self.times) - 1)
         self.spec = gantt_spec(self.timeline, until=float(self.times[frame]))
-        # plotly's mimetype as Output widget state: a live kernel, nbconvert and nbval agree.
-        figure = {**json.loads(spec_json(self.spec)), "config": {}}
-        bundle = {"application/vnd.plotly.v1+json": figure}
-        self.plot.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        self.plot.show({**json.loads(spec_json(self.spec)), "config": {}})

@@ -14,11 +14,14 @@ says so in place of the figure.
 
 from __future__ import annotations
 
+import json
+
 import anywidget
 import ipywidgets as widgets
+import plotly.io as pio
 import traitlets
 
-__all__ = ["PlotlyView"]
+__all__ = ["PlotlyView", "plain"]
 
 PLOTLY = "application/vnd.plotly.v1+json"
 # An empty figure 1 px high: what makes JupyterLab's renderer load plotly.js.
@@ -45,11 +48,10 @@ export default {
       return;
     }
     let drawing = Promise.resolve();
-    const draw = () => {  // one draw at a time, each with the newest figure
-      drawing = drawing.then(() => {
-        const f = model.get("figure");
-        return Plotly.react(div, f.data || [], f.layout || {}, f.config || {});
-      });
+    const draw = () => {  // every figure, in the order sent, one draw at a time
+      const f = model.get("figure");
+      const args = [f.data || [], f.layout || {}, f.config || {}];
+      drawing = drawing.then(() => Plotly.react(div, ...args));
     };
     draw();
     model.on("change:figure", draw);
@@ -62,6 +64,11 @@ export default {
 """
 
 
+def plain(fig, config: dict | None = None) -> dict:
+    """A plotly figure (go.Figure or its dict) as plain JSON, numpy arrays as lists."""
+    return {**json.loads(pio.to_json(fig, validate=False)), "config": config or {}}
+
+
 class _Canvas(anywidget.AnyWidget):
     _esm = traitlets.Unicode(_ESM).tag(sync=True)
     figure = traitlets.Dict().tag(sync=True)
@@ -69,7 +76,10 @@ class _Canvas(anywidget.AnyWidget):
 
 class PlotlyView(widgets.VBox):
     """`view.show(figure_dict)`: plain JSON (`json.loads(pio.to_json(fig))`), drawn in place.
-    `view.figure` is the figure last shown; classes go on the view (e.g. gv-stale)."""
+    `view.figure` is the figure last shown (observe "figure" to see each one sent); classes go
+    on the view (e.g. gv-stale)."""
+
+    figure = traitlets.Dict()  # kernel side only: the canvas sends it
 
     def __init__(self, **kwargs):
         self._canvas = _Canvas()
@@ -79,9 +89,6 @@ class PlotlyView(widgets.VBox):
         )
         super().__init__([loader, self._canvas], **kwargs)
 
-    @property
-    def figure(self) -> dict:
-        return self._canvas.figure
-
     def show(self, figure: dict) -> None:
         self._canvas.figure = figure
+        self.figure = figure

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import html
 import itertools
-import json
 import re
 
 import ipywidgets as widgets
@@ -21,6 +20,7 @@ import plotly.graph_objects as go
 from gspmd_viz import sim
 from gspmd_viz.units import parse_bytes
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors
+from gspmd_viz.viz.plotly_view import PlotlyView, plain
 from gspmd_viz.viz.torus_frames import Frames, frames, positions
 from gspmd_viz.viz.torus_heatmap import heatmap_figure
 from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, link_figure, svg
@@ -39,18 +39,6 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
     if fr.tl.topo.n_chips <= LINK_VIEW_CHIPS:
         return link_figure(fr, step)
     return heatmap_figure(fr, step)
-
-
-def plot_outputs(fig: go.Figure) -> tuple[dict]:
-    """`fig` as an Output widget's outputs, in plotly's mimetype: set as widget state (no iopub
-    routing), so a live kernel, nbconvert and nbval all behave the same."""
-    bundle = {
-        "application/vnd.plotly.v1+json": {
-            **json.loads(fig.to_json()),
-            "config": {"displaylogo": False},
-        }
-    }
-    return ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -80,7 +68,7 @@ class TorusWidget(widgets.VBox):
         self.frames: Frames | None = None
         self.figure: go.Figure | None = None
         self._make_controls(preset, payload, chip)
-        self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
         rows = [
             widgets.HBox([self.preset, self.size, self.wrap]),
             widgets.HBox([self.kind, self.algorithm]),
@@ -249,7 +237,7 @@ class TorusWidget(widgets.VBox):
     def show(self, step: int):
         """Draw step `step` (0-based) of the recorded frames."""
         self.figure = figure(self.frames, min(step, len(self.frames) - 1))
-        self.plot.outputs = plot_outputs(self.figure)
+        self.plot.show(plain(self.figure, {"displaylogo": False}))
         self.message.value = ""
         for view in (self.summary, self.plot):
             view.remove_class("gv-stale")

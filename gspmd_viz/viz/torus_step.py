@@ -17,7 +17,8 @@ from gspmd_viz import sim
 from gspmd_viz.sim.step_timeline import StepTimeline, simulate_step
 from gspmd_viz.units import format_time
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors
-from gspmd_viz.viz.torus import figure, plot_outputs
+from gspmd_viz.viz.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.torus import figure
 from gspmd_viz.viz.torus_frames import frames
 from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, svg
 
@@ -70,7 +71,7 @@ class StepReplay(widgets.VBox):
         self.play = widgets.Play(interval=300, min=1, max=n, description="play")
         self.slider = widgets.IntSlider(min=1, max=n, description="step")
         widgets.jslink((self.play, "value"), (self.slider, "value"))
-        self.message, self.table, self.plot = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.message, self.table, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
         rows = [widgets.HBox([self.play, self.slider]), self.collective]
         super().__init__([widgets.HTML(STALE_CSS), *rows, self.message, self.plot, self.table])
         self.add_class("gv-step-replay")
@@ -100,7 +101,7 @@ class StepReplay(widgets.VBox):
         """Draw timeline step `step` (0-based) and mark its collective in menu and table."""
         current = self.collective_at(step)
         self.figure = figure(self.frames, step)
-        self.plot.outputs = plot_outputs(self.figure)
+        self.plot.show(plain(self.figure, {"displaylogo": False}))
         self.collective.value = current  # the step is one of its: no jump
         self.table.value = table_html(self.timeline, current)
         self.message.value = ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
@@ -19,7 +18,7 @@ from gspmd_viz import sim, train_zoo
 from gspmd_viz.sim import training as st
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
-from gspmd_viz.viz.plotly_view import PlotlyView
+from gspmd_viz.viz.plotly_view import PlotlyView, plain
 
 # name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all
 MODELS = {
@@ -205,7 +204,7 @@ class TrainingWidget(widgets.VBox):
         self.text.value = f"<pre>{html.escape(summary(mem, times, chip), quote=False)}</pre>"
         heading = f"{args[0]} model, batch {args[3]}, {args[1]}"
         self.figure = figure(mem, times, chip, lay, heading)
-        self.plot.show({**json.loads(self.figure.to_json()), "config": {}})
+        self.plot.show(plain(self.figure))
 
     def fail(self, err: Exception):
         self.message.value = error_html(err)
