@@ -28,7 +28,6 @@ import numpy as np
 from gspmd_viz.core.program import Value
 from gspmd_viz.core.reduce_combine import ArgCombine
 from gspmd_viz.core.registry import entry_for, rule_for
-from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 from gspmd_viz.core.spmd_regions import RunCond, RunLoop
 from gspmd_viz.units import format_bytes, format_time
@@ -81,25 +80,42 @@ def local_bytes(q, fa) -> int:
     return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, shardings, strict=True))
 
 
-def split_axes(sharding: Sharding) -> set[str]:
-    """Mesh axes a sharding splits some dim over or holds partial sums over."""
-    return {a for axes in sharding.spec for a in (axes or ())} | set(sharding.unreduced)
-
-
 def twice(q, fa, costs) -> int:
-    """How many devices compute each result of the equation under `fa` although an operand
-    arrives split over the mesh axes that make them equal: the product of the sizes of the
-    axes that split no factor but split (or hold pending sums of) some operand as produced.
-    A windowed op that only moves data (concatenate, pad) computes nothing: done whole, it
-    may gather its operands once instead of exchanging a halo per operand (XLA does)."""
+    """How many devices compute each result of the equation under `fa` although its operands
+    arrive split so that they need not: the product of the sizes of the mesh axes that
+    `promised` names and `fa` leaves out. A windowed op that only moves data (concatenate,
+    pad) computes nothing: done whole, it may gather its operands once instead of exchanging
+    a halo per operand (XLA does)."""
     if q.halo and entry_for(q.eqn).flops == 0:
         return 1
+    agreed, elsewhere = promised(q, costs)
     used = {a for axes in fa.values() for a in axes}
-    arrived = set()
-    for v in q.eqn.inputs:
+    missed = {a for f, axes in agreed.items() for a in axes if a not in fa.get(f, ())}
+    return math.prod(q.sizes[a] for a in missed | (elsewhere - used) if q.sizes[a] > 1)
+
+
+def promised(q, costs) -> tuple[dict[int, set[str]], set[str]]:
+    """What the operands' arrival shardings promise: factor -> the mesh axes every operand
+    holding it splits it over (the split must keep them on that factor), and the axes that
+    must split something: pending sums of an operand, and the axes of a factor every holder
+    splits, but over disjoint axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves). A
+    factor some operand holds whole promises nothing: splitting it would slice that operand
+    and leave partial sums to move, and XLA gathers the split operand instead
+    (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced)."""
+    found: dict[int, list[set[str]]] = {}
+    elsewhere = set()
+    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
         if isinstance(v, Value):
-            arrived |= split_axes(costs.available(v)[0])
-    return math.prod(q.sizes[a] for a in arrived - used if q.sizes[a] > 1)
+            sharding = costs.available(v)[0]
+            elsewhere |= set(sharding.unreduced)
+            split = q.from_tensor(tensor, sharding)
+            for f in {f for fs in tensor for f in fs}:
+                found.setdefault(f, []).append(set(split.get(f, ())))
+    agreed = {f: set.intersection(*sets) for f, sets in found.items()}
+    for f, sets in found.items():
+        if all(sets) and not agreed[f]:
+            elsewhere |= set.union(*sets)
+    return agreed, elsewhere
 
 
 def merged(candidates: list[dict]) -> list[dict]:
