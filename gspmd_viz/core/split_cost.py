@@ -5,10 +5,12 @@ Bytes alone let the planner buy a few bytes with redundant compute: gather an op
 axis it was split on, then compute the same result on every device of that axis (1.35x XLA's
 FLOPs on the zoo's training step). So a split's rank is, in order:
   1. over HBM: its local operands and results would not fit on the chip (it cannot run);
-  2. work done twice: the devices along the mesh axes that split no factor of the equation
-     (and hold no partial sums), although an operand arrives split over them, all compute the
-     same thing: the product of those axes' sizes (1: no redundant work). A gather or copy
-     counts too: whatever reads its replicated result would compute replicated as well;
+  2. work done twice: the devices along the mesh axes the operands promise (every operand
+     holding a factor arrives split over them, or holds pending sums over them) but the split
+     leaves out all compute the same thing: the product of those axes' sizes (1: no redundant
+     work). A gather or copy counts too: whatever reads its replicated result would compute
+     replicated as well. An axis one operand splits a factor over while another holds it
+     whole promises nothing: gathering that operand is XLA's plan and often the cheaper one;
   3. wire bytes (split.EquationSplit.cost: operands fetched, results moved where wanted);
   4. time on the chip: local FLOPs at peak plus each collective's ring time (gv.sim's chip
      through `ChipCost`; core knows no chip by name), or the FLOPs alone without a chip.
