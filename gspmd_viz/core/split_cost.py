@@ -7,9 +7,9 @@ FLOPs on the zoo's training step). So a split's rank is, in order:
   1. over HBM: its local operands and results would not fit on the chip (it cannot run);
   2. work done twice: the devices along the mesh axes the operands promise (every operand
      holding a factor arrives split over them, or holds pending sums over them) but the split
-     leaves out all compute the same thing: the product of those axes' sizes (1: no redundant
-     work). A gather or copy counts too: whatever reads its replicated result would compute
-     replicated as well. An axis one operand splits a factor over while another holds it
+     uses for no factor all compute the same thing: the product of those axes' sizes (1: no
+     redundant work). A gather or copy counts too: whatever reads its replicated result would
+     compute replicated as well. An axis one operand splits a factor over while another holds it
      whole promises nothing: gathering that operand is XLA's plan and often the cheaper one;
   3. wire bytes (split.EquationSplit.cost: operands fetched, results moved where wanted);
   4. time on the chip: local FLOPs at peak plus each collective's ring time (gv.sim's chip
@@ -85,39 +85,35 @@ def local_bytes(q, fa) -> int:
 def twice(q, fa, costs) -> int:
     """How many devices compute each result of the equation under `fa` although its operands
     arrive split so that they need not: the product of the sizes of the mesh axes that
-    `promised` names and `fa` leaves out. A windowed op that only moves data (concatenate,
-    pad) computes nothing: done whole, it may gather its operands once instead of exchanging
-    a halo per operand (XLA does)."""
+    `promised` names and `fa` splits no factor over. A windowed op that only moves data
+    (concatenate, pad) computes nothing: done whole, it may gather its operands once instead
+    of exchanging a halo per operand (XLA does)."""
     if q.halo and entry_for(q.eqn).flops == 0:
         return 1
-    agreed, elsewhere = promised(q, costs)
     used = {a for axes in fa.values() for a in axes}
-    missed = {a for f, axes in agreed.items() for a in axes if a not in fa.get(f, ())}
-    return math.prod(q.sizes[a] for a in missed | (elsewhere - used) if q.sizes[a] > 1)
+    return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
 
 
-def promised(q, costs) -> tuple[dict[int, set[str]], set[str]]:
-    """What the operands' arrival shardings promise: factor -> the mesh axes every operand
-    holding it splits it over (the split must keep them on that factor), and the axes that
-    must split something: pending sums of an operand, and the axes of a factor every holder
-    splits, but over disjoint axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves). A
-    factor some operand holds whole promises nothing: splitting it would slice that operand
+def promised(q, costs) -> set[str]:
+    """The mesh axes the operands' arrival shardings promise a split over: those every operand
+    holding a factor splits it over, those of a factor every holder splits but over disjoint
+    axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves), and an operand's pending sums.
+    A factor some operand holds whole promises nothing: splitting it would slice that operand
     and leave partial sums to move, and XLA gathers the split operand instead
     (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced)."""
     found: dict[int, list[set[str]]] = {}
-    elsewhere = set()
+    axes = set()
     for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
         if isinstance(v, Value):
             sharding = costs.available(v)[0]
-            elsewhere |= set(sharding.unreduced)
+            axes |= set(sharding.unreduced)
             split = q.from_tensor(tensor, sharding)
             for f in {f for fs in tensor for f in fs}:
                 found.setdefault(f, []).append(set(split.get(f, ())))
-    agreed = {f: set.intersection(*sets) for f, sets in found.items()}
-    for f, sets in found.items():
-        if all(sets) and not agreed[f]:
-            elsewhere |= set.union(*sets)
-    return agreed, elsewhere
+    for sets in found.values():
+        agreed = set.intersection(*sets)
+        axes |= agreed if agreed or not all(sets) else set.union(*sets)
+    return axes
 
 
 def merged(candidates: list[dict]) -> list[dict]:
