@@ -44,7 +44,7 @@ REAL = {  # zoo program -> its arguments at real sizes
 def bytes_only():
     """The chooser before issue 11: candidates ranked by wire bytes alone, none merged."""
     saved = split.rank, split.twice, split.merged
-    split.rank = lambda q, fa, costs, wire_bytes: wire_bytes
+    split.rank = lambda q, fa, costs, wire_bytes: (wire_bytes,)
     split.twice, split.merged = (lambda *a: 1), (lambda found: [])
     try:
         yield
