@@ -5,15 +5,18 @@ The carried values keep one sharding on entry, in the body and on exit (propagat
 it on the loop's data-flow edges): the initial value is resharded to it before the loop, the
 body's result back to it at the end of the body (inside the loop: per trip). Stacked `xs`
 enter with their scanned dim whole and the body's sharding on the others; each iteration's
-`y` leaves in its propagated sharding and is stacked the same way.
+`y` leaves in its propagated sharding and is stacked the same way. A reshard of a loop
+constant (a weight the body reads) is the same every trip: it runs once, before the loop.
 # XLA: SpmdPartitioningVisitor::HandleWhile (operand, parameter, root and result share one
-#      sharding; the body is partitioned once)
+#      sharding; the body is partitioned once); WhileLoopInvariantCodeMotion hoists gathers
 """
 
 from collections.abc import Iterator
 
 from gspmd_viz.core.program import Cond, Equation, Loop, Program, Value
+from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.spmd import Compute, Reshard
 from gspmd_viz.core.spmd_regions import RunCond, RunLoop
 
 
@@ -77,11 +80,34 @@ def _inside(p, span: range, params, needed) -> list:
     return inner, names
 
 
+def hoisted(p, instructions: list, invariant: set[str]) -> tuple:
+    """`instructions` without the reshards (and annotations) of loop-invariant buffers
+    (`invariant`, and what those make), which go to `p.instructions`, before the loop: once,
+    not per trip.  # [64@x, 32] -> all-gather(x) -> [64, 32]: outside the loop"""
+    kept = []
+    for ins in instructions:
+        if isinstance(ins, Reshard) and ins.src in invariant:
+            p.instructions.append(ins)
+            invariant.add(ins.dst)
+        elif _annotation(ins) and set(ins.ins) <= invariant:
+            p.instructions.append(ins)
+            invariant.update(ins.outs)
+        else:
+            kept.append(ins)
+    return tuple(kept)
+
+
+def _annotation(ins) -> bool:
+    """A local op that computes nothing (sharding_constraint and the like)."""
+    return isinstance(ins, Compute) and entry_for(ins.eqn).identity
+
+
 def partition_loop(p, loop: Loop) -> RunLoop:
     """The RunLoop for `loop`; `p` is the Partitioner (its buffers, versions, instructions)."""
     edge, carried = p.program.producer, [_propagated(p, c[1]) for c in loop.carries]
     for outer, param in loop.consts:
         p.versions[param] = [(_propagated(p, param), p.buffer(outer, _propagated(p, param), None))]
+    invariant = {p.versions[param][0][1] for _, param in loop.consts}
     init = [p.buffer(c[0], s, edge[c[1]]) for c, s in zip(loop.carries, carried, strict=True)]
     sliced = [_propagated(p, x) for _, x in loop.xs]
     xs = [p.buffer(o, _stacked(s), edge[x]) for (o, x), s in zip(loop.xs, sliced, strict=True)]
@@ -91,10 +117,12 @@ def partition_loop(p, loop: Loop) -> RunLoop:
     needed = [(c[2], s) for c, s in zip(loop.carries, carried, strict=True)]
     needed += [(y, s) for (y, _), s in zip(loop.ys, ys_sh, strict=True)]
     body, names = _inside(p, loop.body, params, needed)
+    body = hoisted(p, body, invariant)
     cond, pred = (), None
     if loop.pred is not None:  # the predicate is replicated: every device takes the same branch
         cparams = list(zip(loop.cond_params, carried, strict=True))
         cond, (pred,) = _inside(p, loop.cond, cparams, [(loop.pred, Sharding(p.mesh, ()))])
+        cond = hoisted(p, cond, invariant)
     for c, s in zip(loop.carries, carried, strict=True):
         p.versions[c[3]] = [(s, c[3].name)]
     for (_, st), s in zip(loop.ys, ys_sh, strict=True):

@@ -5,10 +5,12 @@ Bytes alone let the planner buy a few bytes with redundant compute: gather an op
 axis it was split on, then compute the same result on every device of that axis (1.35x XLA's
 FLOPs on the zoo's training step). So a split's rank is, in order:
   1. over HBM: its local operands and results would not fit on the chip (it cannot run);
-  2. work done twice: the devices along the mesh axes that split no factor of the equation
-     (and hold no partial sums), although an operand arrives split over them, all compute the
-     same thing: the product of those axes' sizes (1: no redundant work). A gather or copy
-     counts too: whatever reads its replicated result would compute replicated as well;
+  2. work done twice: the devices along the mesh axes the operands promise (every operand
+     holding a factor arrives split over them, or holds pending sums over them) but the split
+     uses for no factor all compute the same thing: the product of those axes' sizes (1: no
+     redundant work). A gather or copy counts too: whatever reads its replicated result would
+     compute replicated as well. An axis one operand splits a factor over while another holds it
+     whole promises nothing: gathering that operand is XLA's plan and often the cheaper one;
   3. wire bytes (split.EquationSplit.cost: operands fetched, results moved where wanted);
   4. time on the chip: local FLOPs at peak plus each collective's ring time (gv.sim's chip
      through `ChipCost`; core knows no chip by name), or the FLOPs alone without a chip.
@@ -28,7 +30,6 @@ import numpy as np
 from gspmd_viz.core.program import Value
 from gspmd_viz.core.reduce_combine import ArgCombine
 from gspmd_viz.core.registry import entry_for, rule_for
-from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 from gspmd_viz.core.spmd_regions import RunCond, RunLoop
 from gspmd_viz.units import format_bytes, format_time
@@ -81,25 +82,38 @@ def local_bytes(q, fa) -> int:
     return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, shardings, strict=True))
 
 
-def split_axes(sharding: Sharding) -> set[str]:
-    """Mesh axes a sharding splits some dim over or holds partial sums over."""
-    return {a for axes in sharding.spec for a in (axes or ())} | set(sharding.unreduced)
-
-
 def twice(q, fa, costs) -> int:
-    """How many devices compute each result of the equation under `fa` although an operand
-    arrives split over the mesh axes that make them equal: the product of the sizes of the
-    axes that split no factor but split (or hold pending sums of) some operand as produced.
-    A windowed op that only moves data (concatenate, pad) computes nothing: done whole, it
-    may gather its operands once instead of exchanging a halo per operand (XLA does)."""
+    """How many devices compute each result of the equation under `fa` although its operands
+    arrive split so that they need not: the product of the sizes of the mesh axes that
+    `promised` names and `fa` splits no factor over. A windowed op that only moves data
+    (concatenate, pad) computes nothing: done whole, it may gather its operands once instead
+    of exchanging a halo per operand (XLA does)."""
     if q.halo and entry_for(q.eqn).flops == 0:
         return 1
     used = {a for axes in fa.values() for a in axes}
-    arrived = set()
-    for v in q.eqn.inputs:
+    return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
+
+
+def promised(q, costs) -> set[str]:
+    """The mesh axes the operands' arrival shardings promise a split over: those every operand
+    holding a factor splits it over, those of a factor every holder splits but over disjoint
+    axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves), and an operand's pending sums.
+    A factor some operand holds whole promises nothing: splitting it would slice that operand
+    and leave partial sums to move, and XLA gathers the split operand instead
+    (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced)."""
+    found: dict[int, list[set[str]]] = {}
+    axes = set()
+    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
         if isinstance(v, Value):
-            arrived |= split_axes(costs.available(v)[0])
-    return math.prod(q.sizes[a] for a in arrived - used if q.sizes[a] > 1)
+            sharding = costs.available(v)[0]
+            axes |= set(sharding.unreduced)
+            split = q.from_tensor(tensor, sharding)
+            for f in {f for fs in tensor for f in fs}:
+                found.setdefault(f, []).append(set(split.get(f, ())))
+    for sets in found.values():
+        agreed = set.intersection(*sets)
+        axes |= agreed if agreed or not all(sets) else set.union(*sets)
+    return axes
 
 
 def merged(candidates: list[dict]) -> list[dict]:
