@@ -237,7 +237,7 @@ def _moves_data(window: int, stride: int, padding, base_dilation: int) -> bool:
 def _window_dims(b: Builder, n: int, m: int, windowed: bool):
     """One spatial dim, size n in and m out: one factor (sized by the input) for both, so a
     spatial sharding carries through (strided windows: each shard keeps its windows)."""
-    f = b.new(max(n, m) if m > 1 else 1, "windowed" if windowed else "pass")
+    f = b.new(max(n, m) if m else 1, "windowed" if windowed else "pass")
     return f, f
 
 
@@ -272,6 +272,12 @@ def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> 
         out_per_group = b.new(rhs[rs[0]] // groups)
         L[ls[1]], R[rs[1]] = g + per_group, per_group
         R[rs[0]] = O[os_[1]] = g + out_per_group
+    else:  # the batch is G groups (group-major), each convolved with its own O/G kernels
+        groups = p["batch_group_count"]
+        g, per_group = b.new(groups), b.new(lhs[ls[0]] // groups)
+        L[ls[0]], O[os_[0]] = g + per_group, per_group
+        L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
+        R[rs[0]] = O[os_[1]] = g + b.new(rhs[rs[0]] // groups)
     windows = zip(
         ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
     )
