@@ -253,6 +253,24 @@ def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
     return frozenset(k for k, (r, o) in enumerate(pairs) if rhs_shape[r] >= 2 * out_shape[o])
 
 
+def _conv_groups(b: Builder, p, shapes_, specs, factors) -> None:
+    """Batch, feature and output-feature factors: the features are G groups (group-major),
+    each its own conv; or the batch is G groups, each convolved with its own O/G kernels."""
+    (lhs, rhs), (ls, rs, os_), (L, R, O) = shapes_, specs, factors
+    if p["batch_group_count"] == 1:
+        groups = p["feature_group_count"]
+        L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
+        g = b.new(groups)  # split groups: each device convolves the groups it holds
+        per_group = b.new(lhs[ls[1]] // groups, "reduction" if groups == 1 else "need_replication")
+        L[ls[1]], R[rs[1]] = g + per_group, per_group
+    else:
+        groups = p["batch_group_count"]
+        g, per_group = b.new(groups), b.new(lhs[ls[0]] // groups)
+        L[ls[0]], O[os_[0]] = g + per_group, per_group
+        L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
+    R[rs[0]] = O[os_[1]] = g + b.new(rhs[rs[0]] // groups)
+
+
 def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> FactorRule:
     """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed;
     `contracted` spatial dims (default: contracted_windows) are windowed-sums instead, the
@@ -260,27 +278,12 @@ def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> 
     input rows says nothing about the kernel's; the partitioner costs both plans per dim)."""
     b = Builder()
     (lhs, rhs), (out,) = shapes(eqn)
-    dn = eqn.params["dimension_numbers"]
+    dn, p = eqn.params["dimension_numbers"], eqn.params
     ls, rs, os_ = dn.lhs_spec, dn.rhs_spec, dn.out_spec
     L, R, O = [None] * len(lhs), [None] * len(rhs), [None] * len(out)
-    p = eqn.params
-    if p["batch_group_count"] == 1:  # features are G groups, each its own conv, group-major
-        groups = p["feature_group_count"]
-        L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
-        g = b.new(groups)  # split groups: each device convolves the groups it holds
-        per_group = b.new(lhs[ls[1]] // groups, "reduction" if groups == 1 else "need_replication")
-        out_per_group = b.new(rhs[rs[0]] // groups)
-        L[ls[1]], R[rs[1]] = g + per_group, per_group
-        R[rs[0]] = O[os_[1]] = g + out_per_group
-    else:  # the batch is G groups (group-major), each convolved with its own O/G kernels
-        groups = p["batch_group_count"]
-        g, per_group = b.new(groups), b.new(lhs[ls[0]] // groups)
-        L[ls[0]], O[os_[0]] = g + per_group, per_group
-        L[ls[1]] = R[rs[1]] = b.new(lhs[ls[1]], "reduction")
-        R[rs[0]] = O[os_[1]] = g + b.new(rhs[rs[0]] // groups)
-    windows = zip(
-        ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
-    )
+    _conv_groups(b, p, (lhs, rhs), (ls, rs, os_), (L, R, O))
+    keys = ("window_strides", "padding", "lhs_dilation")
+    windows = zip(ls[2:], rs[2:], os_[2:], *(p[k] for k in keys), strict=True)
     contracted = contracted_windows(p, rhs, out) if contracted is None else contracted
     for k, (li, ri, oi, stride, pad, dilation) in enumerate(windows):
         if k in contracted:  # input rows and window taps split together: partial sums
@@ -293,9 +296,7 @@ def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> 
         R[ri] = b.new(rhs[ri], "need_replication")
 
     def fill(fs, s):
-        return [
-            b.new(n, "need_replication") if f is None else f for f, n in zip(fs, s, strict=True)
-        ]
+        return [f or b.new(n, "need_replication") for f, n in zip(fs, s, strict=True)]
 
     return b.rule([fill(L, lhs), fill(R, rhs)], [fill(O, out)])
 
