@@ -126,11 +126,17 @@ def _assemble(x, split: SpatialSplit, received) -> tuple[jax.Array, int]:
     return buffer, begin
 
 
-def _land(buffer, piece, split: SpatialSplit, t: Transfer, begin: int):
-    """A packed round's piece written where this shard's lands (non-receivers keep theirs)."""
-    at = [0] * split.plan.shards  # non-receivers: anywhere, rewriting what is there
+def _landing_table(t: Transfer, shards: int, begin: int = 0) -> list[int]:
+    """Per shard: where t's piece lands at it, less `begin` (0 at shards it sends nothing)."""
+    at = [0] * shards
     for (_, dst), landing in zip(t.pairs, t.landings, strict=True):
         at[dst] = landing - begin
+    return at
+
+
+def _land(buffer, piece, split: SpatialSplit, t: Transfer, begin: int):
+    """A packed round's piece written where this shard's lands (non-receivers keep theirs)."""
+    at = _landing_table(t, split.plan.shards, begin)  # non-receivers rewrite what is there
     i = jax.lax.axis_index(split.axis)
     offset = _table(at, i)
     here = jax.lax.dynamic_slice_in_dim(buffer, offset, t.size, axis=split.dim)
@@ -212,9 +218,7 @@ def _return_one(y, split: SpatialSplit):
     left = _table(lefts, jax.lax.axis_index(split.axis))
     own = jax.lax.dynamic_slice_in_dim(padded, left + margin, n, axis=dim)
     for t in plan.transfers:  # the receiver holds the sender's [lo, hi) at its landing
-        at = [0] * plan.shards
-        for (_, dst), landing in zip(t.pairs, t.landings, strict=True):
-            at[dst] = landing
+        at = _landing_table(t, plan.shards)
         start = left + margin + _table(at, jax.lax.axis_index(split.axis))
         piece = jax.lax.dynamic_slice_in_dim(padded, start, t.size, axis=dim)
         got = permute_blocks(piece, split.axis, [(dst, src) for src, dst in t.pairs])
