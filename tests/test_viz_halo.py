@@ -42,6 +42,20 @@ def test_each_exchange_frame_draws_one_arrow_per_link():
         halo_draw.svg(sc, len(sc.steps))
 
 
+def test_a_packed_round_draws_every_link_and_names_both_sides():
+    """A 1-D signal of 8 over 8 shards shifted by 2 (a 1-wide window, padding (2, 0)): shard 1
+    reads shard 0's element, shards 2..4 read elements 1, 2 and 3 shards to their right. The
+    rounds whose senders and receivers are all distinct go out as one collective-permute: 2
+    permutes instead of 4 (one per side and distance)."""
+    sc = halo_draw.scene((1, 8), 1, 1, 1, 1, (2, 0), (1, 8))
+    packed, single = sc.permutes
+    assert packed.transfer.pairs == ((0, 1), (3, 2), (4, 3), (7, 4))
+    assert _arrows(halo_draw.svg(sc, 2)) == 4 and _arrows(halo_draw.svg(sc, 3)) == 2
+    assert "the left and right halos from shards 1, 3 away, packed" in caption(sc, 2)
+    assert "the right halo from the shard 2 away" in caption(sc, 3)
+    assert sum(sc.bytes_sent().values()) == 4 * 6  # 6 senders, one element each
+
+
 def _boxes_fit(frame: str) -> bool:
     """Every rect lies inside the picture (offset by the group's translation)."""
     width, height = (

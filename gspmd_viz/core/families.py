@@ -21,10 +21,8 @@ def conservative(eqn) -> FactorRule:
     """Unknown primitive: every dim its own need_replication factor, so nothing flows."""
     b = Builder()
     ins, outs = shapes(eqn)
-    return b.rule(
-        [[b.new(n, "need_replication") for n in s] for s in ins],
-        [[b.new(n, "need_replication") for n in s] for s in outs],
-    )
+    need = [[b.new(n, "need_replication") for n in s] for s in (*ins, *outs)]
+    return b.rule(need[: len(ins)], need[len(ins) :])
 
 
 def elementwise(eqn) -> FactorRule:
@@ -237,8 +235,7 @@ def _moves_data(window: int, stride: int, padding, base_dilation: int) -> bool:
 def _window_dims(b: Builder, n: int, m: int, windowed: bool):
     """One spatial dim, size n in and m out: one factor (sized by the input) for both, so a
     spatial sharding carries through (strided windows: each shard keeps its windows)."""
-    f = b.new(max(n, m) if m > 1 else 1, "windowed" if windowed else "pass")
-    return f, f
+    return b.new(max(n, m) if m else 1, "windowed" if windowed else "pass")
 
 
 def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
@@ -253,28 +250,35 @@ def contracted_windows(params, rhs_shape, out_shape) -> frozenset[int]:
     return frozenset(k for k, (r, o) in enumerate(pairs) if rhs_shape[r] >= 2 * out_shape[o])
 
 
+def _conv_groups(b: Builder, p, shapes_, specs, factors) -> None:
+    """Batch and feature factors: G feature groups or G batch groups (group-major), each
+    convolved with its own O/G kernels; a split group count splits the work."""
+    (lhs, rhs), (ls, rs, os_), (L, R, O) = shapes_, specs, factors
+    groups = p["feature_group_count"] * p["batch_group_count"]  # one of them is 1
+    images = b.new(lhs[ls[0]] // p["batch_group_count"])
+    g = b.new(groups)  # split groups: each device convolves the groups it holds
+    if p["batch_group_count"] == 1:
+        per_group = b.new(lhs[ls[1]] // groups, "reduction" if groups == 1 else "need_replication")
+        L[ls[0]], L[ls[1]], R[rs[1]] = images, g + per_group, per_group
+    else:
+        L[ls[0]], L[ls[1]] = g + images, b.new(lhs[ls[1]], "reduction")
+        R[rs[1]] = L[ls[1]]
+    O[os_[0]] = images
+    R[rs[0]] = O[os_[1]] = g + b.new(rhs[rs[0]] // groups)
+
+
 def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> FactorRule:
     """`b f s, o f w -> b o s`: batch passes, input features contract, spatial dims windowed;
     `contracted` spatial dims (default: contracted_windows) are windowed-sums instead, the
     taps' factor shared with the input rows unless not `linked` (propagation: a split of the
     input rows says nothing about the kernel's; the partitioner costs both plans per dim)."""
-    b = Builder()
+    b, p = Builder(), eqn.params
     (lhs, rhs), (out,) = shapes(eqn)
-    dn = eqn.params["dimension_numbers"]
-    ls, rs, os_ = dn.lhs_spec, dn.rhs_spec, dn.out_spec
+    ls, rs, os_ = p["dimension_numbers"]  # lhs_spec, rhs_spec, out_spec
     L, R, O = [None] * len(lhs), [None] * len(rhs), [None] * len(out)
-    p = eqn.params
-    if p["batch_group_count"] == 1:  # features are G groups, each its own conv, group-major
-        groups = p["feature_group_count"]
-        L[ls[0]] = O[os_[0]] = b.new(lhs[ls[0]])
-        g = b.new(groups)  # split groups: each device convolves the groups it holds
-        per_group = b.new(lhs[ls[1]] // groups, "reduction" if groups == 1 else "need_replication")
-        out_per_group = b.new(rhs[rs[0]] // groups)
-        L[ls[1]], R[rs[1]] = g + per_group, per_group
-        R[rs[0]] = O[os_[1]] = g + out_per_group
-    windows = zip(
-        ls[2:], rs[2:], os_[2:], p["window_strides"], p["padding"], p["lhs_dilation"], strict=True
-    )
+    _conv_groups(b, p, (lhs, rhs), (ls, rs, os_), (L, R, O))
+    keys = ("window_strides", "padding", "lhs_dilation")
+    windows = zip(ls[2:], rs[2:], os_[2:], *(p[k] for k in keys), strict=True)
     contracted = contracted_windows(p, rhs, out) if contracted is None else contracted
     for k, (li, ri, oi, stride, pad, dilation) in enumerate(windows):
         if k in contracted:  # input rows and window taps split together: partial sums
@@ -283,13 +287,11 @@ def conv(eqn, contracted: frozenset[int] | None = None, linked: bool = True) -> 
             O[oi] = b.new(out[oi], "need_replication")
             continue
         windowed = _moves_data(rhs[ri], stride, pad, dilation)
-        L[li], O[oi] = _window_dims(b, lhs[li], out[oi], windowed)
+        L[li] = O[oi] = _window_dims(b, lhs[li], out[oi], windowed)
         R[ri] = b.new(rhs[ri], "need_replication")
 
     def fill(fs, s):
-        return [
-            b.new(n, "need_replication") if f is None else f for f, n in zip(fs, s, strict=True)
-        ]
+        return [f or b.new(n, "need_replication") for f, n in zip(fs, s, strict=True)]
 
     return b.rule([fill(L, lhs), fill(R, rhs)], [fill(O, out)])
 
@@ -300,7 +302,7 @@ def reduce_window(eqn) -> FactorRule:
     keys = ("window_dimensions", "window_strides", "padding", "base_dilation")
     windows = zip(src, out, *(p[k] for k in keys), strict=True)
     dims = [_window_dims(b, n, m, _moves_data(w, s, pad, dil)) for n, m, w, s, pad, dil in windows]
-    return b.rule([[d[0] for d in dims]], [[d[1] for d in dims]])
+    return b.rule([dims], [dims])
 
 
 def select_and_scatter_add(eqn) -> FactorRule:
@@ -309,7 +311,7 @@ def select_and_scatter_add(eqn) -> FactorRule:
     b = Builder()
     ((src, operand), _), p = shapes(eqn), eqn.params
     keys = zip(operand, src, p["window_dimensions"], p["window_strides"], p["padding"], strict=True)
-    dims = [_window_dims(b, n, m, _moves_data(w, s, pad, 1))[0] for n, m, w, s, pad in keys]
+    dims = [_window_dims(b, n, m, _moves_data(w, s, pad, 1)) for n, m, w, s, pad in keys]
     return b.rule([dims, dims], [dims])
 
 
@@ -317,14 +319,12 @@ def loop_slice(eqn) -> FactorRule:
     """A scan's stacked operand [T, ...] and its per-iteration slice [...]: the scanned dim
     has no factor (it is never split), the others pass.  # XLA: HandleWhile + dynamic-slice"""
     b = Builder()
-    (src,), _ = shapes(eqn)
-    dims = [b.new(n) for n in src[1:]]
+    dims = [b.new(n) for n in shapes(eqn)[0][0][1:]]
     return b.rule([[(), *dims]], [dims])
 
 
 def loop_stack(eqn) -> FactorRule:
     """A per-iteration result [...] and the stacked result [T, ...] (scanned dim unsplit)."""
     b = Builder()
-    (src,), _ = shapes(eqn)
-    dims = [b.new(n) for n in src]
+    dims = [b.new(n) for n in shapes(eqn)[0][0]]
     return b.rule([dims], [[(), *dims]])

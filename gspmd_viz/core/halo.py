@@ -35,18 +35,36 @@ class Sides(NamedTuple):
 class Transfer:
     """One collective-permute round: every source shard sends `[lo, hi)` of its own shard to
     the shard `distance` away on `side` ("left": the receivers' left halo, data flows to higher
-    shard indices; "right": their right halo, data flows down)."""
+    shard indices; "right": their right halo, data flows down). A packed round also carries
+    other distances (either side) to receivers the first does not reach, from other senders."""
 
-    side: str
-    distance: int
+    side: str  # of the first distance; `sides` for a packed round
+    distance: int  # the first; `distances` for a packed round
     lo: int
     hi: int
     pairs: tuple[tuple[int, int], ...]  # (source shard, target shard)
-    at: int  # where element `lo` lands, relative to the receiver's own first element
+    landings: tuple[int, ...]  # per pair: where element `lo` lands, relative to the
+    # receiver's own first element: lo + (source − target)·shard size
 
     @property
     def size(self) -> int:
         return self.hi - self.lo
+
+    @property
+    def distances(self) -> tuple[int, ...]:
+        return tuple(sorted({abs(src - dst) for src, dst in self.pairs}))
+
+    @property
+    def sides(self) -> tuple[str, ...]:
+        return tuple(s for s in ("left", "right") if any((a < b) == (s == "left")
+                                                         for a, b in self.pairs))  # fmt: skip
+
+    @property
+    def at(self) -> int:
+        """Where element `lo` lands at every receiver (a round of one distance)."""
+        if len(set(self.landings)) != 1:
+            raise ValueError(f"a packed round lands per receiver: {self.landings}")
+        return self.landings[0]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -156,8 +174,9 @@ class HaloPlan:
 
     @property
     def rounds(self) -> Sides:
-        """Collective-permute rounds on each side (more than one: a halo wider than a shard)."""
-        sides = [t.side for t in self.transfers]
+        """Collective-permute rounds on each side (more than one: a halo wider than a shard;
+        a round packing both sides counts on each)."""
+        sides = [s for t in self.transfers for s in t.sides]
         return Sides(sides.count("left"), sides.count("right"))
 
     @property
@@ -208,15 +227,35 @@ def _round_piece(plan: HaloPlan, side: str, distance: int) -> Transfer | None:
             pairs.append((src, dst))
     if not pairs:
         return None
-    return Transfer(side, distance, lo, hi, tuple(pairs), at=lo + step * distance * n)
+    return Transfer(side, distance, lo, hi, tuple(pairs), (lo + step * distance * n,) * len(pairs))
+
+
+def _pack(a: Transfer, b: Transfer) -> Transfer | None:
+    """Two rounds of the same slice whose sources and targets are all distinct as one
+    collective-permute (XLA: ExchangeHaloCompact; XLA also packs different slices as their
+    hull, which makes some shards send more than their receivers read: not here)."""
+    pairs = a.pairs + b.pairs
+    if len({s for s, _ in pairs}) < len(pairs) or len({d for _, d in pairs}) < len(pairs):
+        return None
+    if (a.lo, a.hi) != (b.lo, b.hi):
+        return None
+    return dataclasses.replace(a, pairs=pairs, landings=a.landings + b.landings)
 
 
 def _transfers(plan: HaloPlan) -> tuple[Transfer, ...]:
-    out = []
+    """One round per side and distance, packed into an earlier one where they fit."""
+    out: list[Transfer] = []
     for side in ("left", "right"):
         for distance in range(1, plan.shards):
             piece = _round_piece(plan, side, distance)
-            if piece is not None:
+            if piece is None:
+                continue
+            for k, t in enumerate(out):
+                packed = _pack(t, piece)
+                if packed is not None:
+                    out[k] = packed
+                    break
+            else:
                 out.append(piece)
     return tuple(out)
 

@@ -94,24 +94,55 @@ def _send(x, split: SpatialSplit, t: Transfer):
     return permute_blocks(piece, split.axis, t.pairs)
 
 
+def _packed(t: Transfer) -> bool:
+    return len(set(t.landings)) > 1
+
+
 def _layout_bounds(plan: HaloPlan) -> tuple[int, int]:
     """Span of the assembled buffer relative to the own shard's first element."""
     n, size = plan.shard_size, plan.ready_size
     starts = [r.start - n * i for i, r in enumerate(plan.needs)]
-    return min(0, *starts), max(n, *(s + size for s in starts))
+    starts += [at for t in plan.transfers if _packed(t) for at in t.landings]
+    ends = [s + size for s in starts] + [at + t.size for t in plan.transfers for at in t.landings]
+    return min(0, *starts), max(n, *ends)
 
 
 def _assemble(x, split: SpatialSplit, received) -> tuple[jax.Array, int]:
-    """Concatenate pieces (sorted by landing place) with zero filler; returns (buffer, begin)."""
+    """Concatenate pieces (sorted by landing place) with zero filler, then write the packed
+    rounds' pieces where each receiver's lands; returns (buffer, begin)."""
     begin, end = _layout_bounds(split.plan)
-    pieces = sorted([(0, x), *((t.at, p) for t, p in received)], key=lambda item: item[0])
+    static = [(t.at, p) for t, p in received if not _packed(t)]
+    pieces = sorted([(0, x), *static], key=lambda item: item[0])
     parts, cursor = [], begin
     for at, piece in pieces:
         parts.append(_zeros_like_dim(x, split.dim, at - cursor))
         parts.append(piece)
         cursor = at + piece.shape[split.dim]
     parts.append(_zeros_like_dim(x, split.dim, end - cursor))
-    return jnp.concatenate([p for p in parts if p.shape[split.dim]], axis=split.dim), begin
+    buffer = jnp.concatenate([p for p in parts if p.shape[split.dim]], axis=split.dim)
+    for t, piece in received:
+        if _packed(t):
+            buffer = _land(buffer, piece, split, t, begin)
+    return buffer, begin
+
+
+def _landing_table(t: Transfer, shards: int, begin: int = 0) -> list[int]:
+    """Per shard: where t's piece lands at it, less `begin` (0 at shards it sends nothing)."""
+    at = [0] * shards
+    for (_, dst), landing in zip(t.pairs, t.landings, strict=True):
+        at[dst] = landing - begin
+    return at
+
+
+def _land(buffer, piece, split: SpatialSplit, t: Transfer, begin: int):
+    """A packed round's piece written where this shard's lands (non-receivers keep theirs)."""
+    at = _landing_table(t, split.plan.shards, begin)  # non-receivers rewrite what is there
+    i = jax.lax.axis_index(split.axis)
+    offset = _table(at, i)
+    here = jax.lax.dynamic_slice_in_dim(buffer, offset, t.size, axis=split.dim)
+    receives = _table([any(d == k for _, d in t.pairs) for k in range(len(at))], i)
+    update = jnp.where(receives.astype(bool), piece, here)
+    return jax.lax.dynamic_update_slice_in_dim(buffer, update, offset, axis=split.dim)
 
 
 def _zeros_like_dim(x, dim: int, size: int):
@@ -179,14 +210,17 @@ def _return_one(y, split: SpatialSplit):
     runs backwards, and what a shard computed for its neighbour's elements is added there."""
     plan, dim, n = split.plan, split.dim, split.plan.shard_size
     lefts = [n * i - r.start for i, r in enumerate(plan.needs)]  # where own element 0 sits
-    margin = n + max(abs(v) for v in (*lefts, *plan.right, plan.ready_span))
+    landings = [a for t in plan.transfers for a in t.landings]
+    margin = n + max(abs(v) for v in (*lefts, *plan.right, plan.ready_span, *landings))
     config = [(0, 0, 0)] * y.ndim
     config[dim] = (margin, margin, 0)
     padded = jax.lax.pad(y, jnp.zeros((), y.dtype), config)
     left = _table(lefts, jax.lax.axis_index(split.axis))
     own = jax.lax.dynamic_slice_in_dim(padded, left + margin, n, axis=dim)
-    for t in plan.transfers:  # the receiver holds the sender's [lo, hi) at `at` past its own 0
-        piece = jax.lax.dynamic_slice_in_dim(padded, left + margin + t.at, t.size, axis=dim)
+    for t in plan.transfers:  # the receiver holds the sender's [lo, hi) at its landing
+        at = _landing_table(t, plan.shards)
+        start = left + margin + _table(at, jax.lax.axis_index(split.axis))
+        piece = jax.lax.dynamic_slice_in_dim(padded, start, t.size, axis=dim)
         got = permute_blocks(piece, split.axis, [(dst, src) for src, dst in t.pairs])
         mine = jax.lax.slice_in_dim(own, t.lo, t.hi, axis=dim)
         own = jax.lax.dynamic_update_slice_in_dim(own, mine + got, t.lo, axis=dim)

@@ -151,12 +151,15 @@ def _scatter_halo_free(eqn) -> dict[int, int]:
 
 
 def _conv_local_groups(eqn, operand_locals) -> dict:
-    """A device holding c of the C input features holds c / (C / G) of the G groups."""
-    dim, groups = eqn.params["dimension_numbers"].lhs_spec[1], eqn.params["feature_group_count"]
+    """A device holding c of the C input features holds c / (C / G) of the G groups (batch
+    groups: of the B images; at least one, when a group's own images are split too)."""
+    lhs_spec, p = eqn.params["dimension_numbers"].lhs_spec, eqn.params
+    key = "feature_group_count" if p["batch_group_count"] == 1 else "batch_group_count"
+    dim, groups = lhs_spec[1 if key == "feature_group_count" else 0], p[key]
     if groups == 1:  # one group: a split input feature is a split contraction, still one group
         return {}
     per_group = eqn.inputs[0].shape[dim] // groups
-    return {"feature_group_count": operand_locals[0][dim] // per_group}
+    return {key: max(1, operand_locals[0][dim] // per_group)}
 
 
 def _gather_indexed(eqn) -> tuple[int, ...]:

@@ -87,17 +87,28 @@ def caption(sc: Scene, step: int) -> str:
     return _permute_caption(sc, step - 2)
 
 
+def _halo_words(t) -> str:
+    """Which halos a round carries: one side and distance, or several packed together."""
+    if len(t.distances) == 1 and len(t.sides) == 1:
+        flow = "up the shard index" if t.side == "left" else "down the shard index"
+        return f"the {t.side} halo from the shard {t.distance} away ({flow})"
+    away = ", ".join(map(str, t.distances))
+    return (
+        f"the {' and '.join(t.sides)} halos from shards {away} away, packed into one permute "
+        "(no shard sends or receives twice)"
+    )
+
+
 def _permute_caption(sc: Scene, k: int) -> str:
     p = sc.permutes[k]
     t, dim = p.transfer, ("rows", "columns")[p.split.dim]
-    flow = "up the shard index" if t.side == "left" else "down the shard index"
     links = len(t.pairs) * sc.grid[1 - p.split.dim]
     rows_moved = any(q.split.dim == 0 for q in sc.permutes)
     corner = " (it carries the row halos along: the corners)" if p.split.dim and rows_moved else ""
     total = sum(sc.bytes_sent().values())
     return (
-        f"collective-permute {k + 1}/{len(sc.permutes)} along the {dim}: the {t.side} halo "
-        f"from the shard {t.distance} away ({flow}); every sender sends f32{list(p.shape)} = "
+        f"collective-permute {k + 1}/{len(sc.permutes)} along the {dim}: {_halo_words(t)}; "
+        f"every sender sends f32{list(p.shape)} = "
         f"{format_bytes(p.bytes_per_sender)} per link, {links} links{corner}. "
         f"Whole exchange: {format_bytes(total)} over all devices."
     )

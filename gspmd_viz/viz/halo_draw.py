@@ -244,7 +244,7 @@ def _piece(sc: Scene, axes, p: HaloPermute, src: int, dst: int, other: int, at_s
     if at_source:
         along = (axis.at(src, n * src + t.lo), axis.at(src, n * src + t.hi))
     else:
-        along = (axis.at(dst, n * dst + t.at), axis.at(dst, n * dst + t.at + t.size))
+        along = (axis.at(dst, n * src + t.lo), axis.at(dst, n * src + t.hi))  # lands in place
     rows = cross.plan.needs[other] if d == 1 else _own(cross, other)  # rows already exchanged
     if d == 1:
         rows = range(rows.start, rows.start + cross.plan.ready_size)
