@@ -30,7 +30,7 @@ def _xla_bytes(fn, args, mesh: gv.Mesh, spec_in, spec_out) -> tuple[float, list]
 def _ours(fn, args, mesh: gv.Mesh, axes) -> float:
     prog = spatial_program(fn, *args, mesh=mesh, axes=axes)
     np.testing.assert_allclose(prog(), fn(*args), rtol=1e-5, atol=1e-5)
-    return sum(p.bytes_per_sender for p in prog.permutes)
+    return sum(c.wire_bytes for c in prog.collectives(mesh))
 
 
 def _specs(ndim: int, axes: dict[int, str]):

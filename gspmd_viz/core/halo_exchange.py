@@ -25,6 +25,7 @@ import numpy as np
 
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.halo import HaloPlan, Transfer
+from gspmd_viz.core.halo_merge import merged_rounds, pairs_of, receivers_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,7 @@ class HaloPermute:
     shape: tuple[int, ...]  # per-device piece
     dtype: np.dtype
     source: str = ""  # the equation whose halo this is
+    shares_previous: bool = False  # rides in the permute before it (halo_merge.merged_rounds)
 
     @property
     def bytes_per_sender(self) -> int:
@@ -88,10 +90,17 @@ def permute_blocks(x, axes, pairs):
     return jax.lax.ppermute(x, axes if len(axes) > 1 else axes[0], perm=perm)
 
 
-def _send(x, split: SpatialSplit, t: Transfer):
-    # [.., shard, ..] -> slice [lo, hi) -> ppermute(axis) -> [.., hi - lo, ..]
+def _send(x, split: SpatialSplit, group: tuple[Transfer, ...]):
+    """One ppermute for a group of rounds; each receiver keeps the piece only in its own round.
+    # [.., shard, ..] -> slice [lo, hi) -> ppermute(axis) -> [.., hi - lo, ..] per round"""
+    t = group[0]
     piece = jax.lax.slice_in_dim(x, t.lo, t.hi, axis=split.dim)
-    return permute_blocks(piece, split.axis, t.pairs)
+    got = permute_blocks(piece, split.axis, pairs_of(group))
+    if len(group) == 1:
+        return [(t, got)]
+    i, zero = jax.lax.axis_index(split.axis), jnp.zeros_like(got)
+    mine = [_table(receivers_of(r, split.plan.shards), i) > 0 for r in group]
+    return [(r, jnp.where(m, got, zero)) for r, m in zip(group, mine, strict=True)]
 
 
 def _layout_bounds(plan: HaloPlan) -> tuple[int, int]:
@@ -138,7 +147,7 @@ def exchange_halo(x, split: SpatialSplit, pad_value):
             f"exchange_halo: dim {dim} of the local shard has {x.shape[dim]} elements, "
             f"the plan expects shards of {plan.shard_size}"
         )
-    received = [(t, _send(x, split, t)) for t in plan.transfers]
+    received = [got for group in merged_rounds(plan.transfers) for got in _send(x, split, group)]
     buffer, begin = _assemble(x, split, received)
     i = jax.lax.axis_index(split.axis)
     first = _table([r.start for r in plan.needs], i)
@@ -185,12 +194,20 @@ def _return_one(y, split: SpatialSplit):
     padded = jax.lax.pad(y, jnp.zeros((), y.dtype), config)
     left = _table(lefts, jax.lax.axis_index(split.axis))
     own = jax.lax.dynamic_slice_in_dim(padded, left + margin, n, axis=dim)
-    for t in plan.transfers:  # the receiver holds the sender's [lo, hi) at `at` past its own 0
-        piece = jax.lax.dynamic_slice_in_dim(padded, left + margin + t.at, t.size, axis=dim)
-        got = permute_blocks(piece, split.axis, [(dst, src) for src, dst in t.pairs])
+    for group in merged_rounds(plan.transfers):  # a receiver holds [lo, hi) at `at` past its 0
+        t, back = group[0], [(dst, src) for src, dst in pairs_of(group)]
+        lands = [_landing(group, k) for k in range(plan.shards)]
+        at = _table(lands, jax.lax.axis_index(split.axis))
+        piece = jax.lax.dynamic_slice_in_dim(padded, left + margin + at, t.size, axis=dim)
+        got = permute_blocks(piece, split.axis, back)
         mine = jax.lax.slice_in_dim(own, t.lo, t.hi, axis=dim)
         own = jax.lax.dynamic_update_slice_in_dim(own, mine + got, t.lo, axis=dim)
     return own
+
+
+def _landing(group, shard: int) -> int:
+    """Where shard's piece landed in the round of `group` it received in (0 if none)."""
+    return next((t.at for t in group for _, dst in t.pairs if dst == shard), 0)
 
 
 def return_halo(y, splits):
@@ -206,12 +223,18 @@ def halo_permutes(splits, local_shape, dtype, source: str = "") -> tuple[HaloPer
     """Every collective-permute `window_ready` issues, with its per-device piece shape."""
     shape, out = list(local_shape), []
     for split in splits:
-        for t in split.plan.transfers:
-            piece = list(shape)
-            piece[split.dim] = t.size
-            out.append(HaloPermute(split, t, tuple(piece), np.dtype(dtype), source))
+        for group in merged_rounds(split.plan.transfers):
+            for k, t in enumerate(group):
+                piece = list(shape)
+                piece[split.dim] = t.size
+                out.append(HaloPermute(split, t, tuple(piece), np.dtype(dtype), source, k > 0))
         shape[split.dim] = split.plan.ready_size
     return tuple(out)
+
+
+def carried(permutes) -> list[HaloPermute]:
+    """The permutes that run as collectives: the first of each merged group."""
+    return [p for p in permutes if not p.shares_previous]
 
 
 def bytes_sent_per_device(permutes, mesh_shape: dict[str, int]) -> dict[tuple, int]:

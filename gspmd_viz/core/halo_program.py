@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jax.extend.core import Literal
 from jax.sharding import PartitionSpec
 
-from gspmd_viz.core.halo_exchange import HaloPermute, halo_permutes, window_ready
+from gspmd_viz.core.halo_exchange import HaloPermute, carried, halo_permutes, window_ready
 from gspmd_viz.core.halo_ops import WINDOWED, local_params, pad_value, splits_for, window_of
 from gspmd_viz.core.mesh import Mesh
 
@@ -49,7 +49,7 @@ class SpatialProgram:
 
     def collectives(self, mesh: Mesh):
         """The permutes as ledger entries (`gv.Collective`, source = the equation)."""
-        return [p.collective(mesh.axis_size(p.split.axis)) for p in self.permutes]
+        return [p.collective(mesh.axis_size(p.split.axis)) for p in carried(self.permutes)]
 
 
 def _split_inputs(eqn, layout) -> list:

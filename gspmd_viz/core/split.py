@@ -19,7 +19,7 @@ import math
 from typing import Protocol
 
 from gspmd_viz.core.factors import FactorRule
-from gspmd_viz.core.halo_exchange import SpatialSplit, halo_permutes
+from gspmd_viz.core.halo_exchange import SpatialSplit, carried, halo_permutes
 from gspmd_viz.core.halo_ops import halo_operands, split_of, wide_halos_gather, window_of
 from gspmd_viz.core.program import Equation, Value
 from gspmd_viz.core.reduce_combine import RIGHT_AWAY, combine_collectives
@@ -146,7 +146,8 @@ class EquationSplit:
         for k in self.halo_operands:
             splits, v = self.halo_splits(fa, k), self.eqn.inputs[k]
             local = self.operand_sharding(fa, k).shard_shape(v.shape)
-            total += sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype))
+            permutes = carried(halo_permutes(splits, local, v.dtype))
+            total += sum(p.bytes_per_sender for p in permutes)
         return float(total)
 
     def summed(self, f: int) -> bool:

@@ -15,7 +15,7 @@ import dataclasses
 import math
 
 from gspmd_viz.core.collective import Collective
-from gspmd_viz.core.halo_exchange import halo_permutes
+from gspmd_viz.core.halo_exchange import carried, halo_permutes
 from gspmd_viz.core.program import Equation, Literal, Value
 from gspmd_viz.core.sharding import Sharding, short_dtype
 from gspmd_viz.units import format_bytes
@@ -145,7 +145,9 @@ class Halo:
     @property
     def collectives(self):
         sizes = self.sharding.mesh.shape
-        return [p.collective(math.prod(sizes[a] for a in p.split.axis)) for p in self.permutes]
+        return [
+            p.collective(math.prod(sizes[a] for a in p.split.axis)) for p in carried(self.permutes)
+        ]
 
     def text(self) -> str:
         shape = list(self.sharding.shard_shape(self.value.shape))
@@ -155,8 +157,9 @@ class Halo:
         if self.returned:
             shape = list(self.sharding.shard_shape(self.value.shape))
         head = f"{self.dst}:{short_dtype(self.value.dtype)}[{','.join(map(str, shape))}]"
-        sent = format_bytes(sum(p.bytes_per_sender for p in self.permutes))
-        cost = f"{len(self.permutes)} collective-permutes, {sent}"
+        permutes = carried(self.permutes)
+        sent = format_bytes(sum(p.bytes_per_sender for p in permutes))
+        cost = f"{len(permutes)} collective-permutes, {sent}"
         op = "halo-return" if self.returned else "halo-exchange"
         return _comment(f"{head} = {op}({axes}) {self.src}", cost)
 
