@@ -34,10 +34,7 @@ NO_XLA = {"reduce_window"}
 # other step (rev, roll, sort, cumsum, remat, gather, ...) is held to 1.25x XLA + 64 B:
 # - dynamic_slice: at a data-dependent offset the operand is gathered (f32[16,3] split 4 ways,
 #   3 rows: 144 B); XLA all-reduces masked windows (60 B).
-# - segment_sum, scatter_split_updates: updates split on the scatter dim are gathered
-#   (int32[4,9] rows split 8 ways, segment_sum into 2: 315 B); XLA scatters locally and
-#   all-reduces the result (189 B).
-BYTES_GAPS = {"dynamic_slice", "segment_sum", "scatter_split_updates"}
+BYTES_GAPS = {"dynamic_slice"}
 
 
 @dataclasses.dataclass

@@ -46,6 +46,13 @@ class Mask:
     fill: object
 
 
+def on_one_device(operand: int, local_shape, axes) -> Mask:
+    """Operand `operand` kept by the first device along `axes`, zeros on the others: a Mask
+    of dim 0 whose size is the local size (the others start past it). Summed over `axes`, the
+    operand then counts once.  # XLA: HandleScatter zeroes the operand off one partition"""
+    return Mask(operand, 0, local_shape[0], tuple(axes), 0)
+
+
 @dataclasses.dataclass(frozen=True)
 class Offset:
     """Result dim `dim` counts global positions: add (shard index along `axes`) * local size."""

@@ -246,6 +246,8 @@ class Partitioner:
             if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
                 fill = lower.identity_element(q.combine or "sum", v.dtype)
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))
+        if i in entry_for(q.eqn).once and (red := q.reduction_axes(fa)):  # summed once
+            out.append(lower.on_one_device(i, target.shard_shape(v.shape), red))
         return out
 
     def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
