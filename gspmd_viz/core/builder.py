@@ -9,6 +9,7 @@ import itertools
 import jax.extend.core as jex
 import numpy as np
 
+from gspmd_viz.core import slice_of_pad
 from gspmd_viz.core.annotate import read_annotation
 from gspmd_viz.core.sharding import Sharding, as_dtype
 from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
@@ -106,6 +107,10 @@ class Builder:
         if simpler is not None:
             env[eqn.outvars[0]] = simpler
             return
+        found = slice_of_pad.rewrite(self.producer(ins[0]), eqn.params) if name == "slice" else None
+        if found is not None:  # slice(pad(x)) -> pad(slice(x))
+            env[eqn.outvars[0]] = self.walk(found[0].jaxpr, found[0].consts, found[1])[0]
+            return
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         env.update(zip(eqn.outvars, outs, strict=True))
         e = self.emit(name, ins, outs, dict(eqn.params), eqn)
@@ -125,6 +130,10 @@ class Builder:
             return None
         shape = tuple(int(n) for n in eqn.outvars[0].aval.shape)
         return Literal(np.full(shape, _SELF_COMPARE[name]), shape, np.dtype(bool))
+
+    def producer(self, v) -> Equation | None:
+        """The equation whose result v is (None for an input or a constant)."""
+        return next((e for e in reversed(self.equations) if v in e.outputs), None)
 
     def emit(self, name, ins, outs, params=None, eqn=None, at=None) -> Equation:
         """Append an equation (or fill the slot `at` reserved earlier)."""
