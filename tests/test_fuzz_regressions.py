@@ -240,3 +240,20 @@ def test_a_slice_of_a_pad_slices_first_then_pads(pads, keep, spec_in, spec_out):
 
     spmd, theirs = partitioned_and_xla(f, counting((8, 4), jnp.float32), mesh=mesh)
     assert spmd.wire_bytes <= xla_bytes(theirs)
+
+
+def test_a_slice_in_a_loop_of_a_pad_outside_it_stays_exact():
+    """The pad before a scan is no producer inside its body: the slice there reads the loop's
+    own copy (a rewrite across the boundary would read an outside value inside the loop)."""
+    mesh = gv.Mesh({"x": 4})
+
+    def f(h):
+        p = jnp.pad(gv.mesh_split(h, mesh, ("x", None)), [(1, 2), (0, 0)])
+
+        def body(c, _):
+            return c + p[1:5], None
+
+        return jax.lax.scan(body, jnp.zeros((4, 3)), None, length=2)[0]
+
+    spmd, theirs = partitioned_and_xla(f, counting((8, 3), jnp.float32), mesh=mesh)
+    assert spmd.wire_bytes <= 1.25 * xla_bytes(theirs) + 64

@@ -61,6 +61,7 @@ class Builder:
         self.scope: list[int] = []  # the calls being inlined, outermost first
         self.loops: list[Loop] = []
         self.conds: list[Cond] = []
+        self.body_start = 0  # first equation of the loop or branch body being walked
 
     def new_value(self, aval) -> Value:
         return Value(
@@ -131,9 +132,19 @@ class Builder:
         shape = tuple(int(n) for n in eqn.outvars[0].aval.shape)
         return Literal(np.full(shape, _SELF_COMPARE[name]), shape, np.dtype(bool))
 
+    def body(self, jaxpr, consts, args) -> list:
+        """Walk a loop's or a branch's body: a value from outside is no producer inside."""
+        outer, self.body_start = self.body_start, len(self.equations)
+        try:
+            return self.walk(jaxpr, consts, args)
+        finally:
+            self.body_start = outer
+
     def producer(self, v) -> Equation | None:
-        """The equation whose result v is (None for an input or a constant)."""
-        return next((e for e in reversed(self.equations) if v in e.outputs), None)
+        """The equation of this body whose result v is (None: an input, a constant, or a
+        value from outside the loop or branch being walked)."""
+        inside = self.equations[self.body_start :]
+        return next((e for e in reversed(inside) if e is not None and v in e.outputs), None)
 
     def emit(self, name, ins, outs, params=None, eqn=None, at=None) -> Equation:
         """Append an equation (or fill the slot `at` reserved earlier)."""
@@ -159,7 +170,7 @@ class Builder:
         for outer, param in zip(ins[nc + nk :], params[nc + nk :], strict=True):
             self.emit("loop_slice", [outer], [param])
         start = len(self.equations)
-        results = self.walk(body.jaxpr, body.consts, params)
+        results = self.body(body.jaxpr, body.consts, params)
         stop = len(self.equations)
         carries = tuple(zip(ins[nc:], params[nc:], results, finals, strict=False))  # first nk
         for slot, (init, param, result, final) in zip(carry_slots, carries, strict=True):
@@ -210,9 +221,9 @@ class Builder:
         finals = [self.new_value(v.aval) for v in eqn.outvars]
         slots = self.reserve(len(init))
         start = len(self.equations)
-        (pred,) = self.walk(cj.jaxpr, cj.consts, cparams)
+        (pred,) = self.body(cj.jaxpr, cj.consts, cparams)
         middle = len(self.equations)
-        results = self.walk(bj.jaxpr, bj.consts, bparams)
+        results = self.body(bj.jaxpr, bj.consts, bparams)
         carries = tuple(zip(init, bparams[bn:], results, finals, strict=True))
         for slot, (i, b, r, f), c in zip(slots, carries, cparams[cn:], strict=True):
             self.emit("loop_carry", [i, r], [b, c, f], at=slot)
@@ -234,7 +245,7 @@ class Builder:
         spans, results = [], []
         for b, ps in zip(branches, params, strict=True):
             start = len(self.equations)
-            results.append(self.walk(b.jaxpr, b.consts, ps))
+            results.append(self.body(b.jaxpr, b.consts, ps))
             spans.append(range(start, len(self.equations)))
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         for j, out in enumerate(outs):
