@@ -30,16 +30,11 @@ SCATTER_MODES = ("drop", "clip", "promise_in_bounds", None)  # None: .at[]'s def
 # f32[7,3] split 4 ways fails "Check failed: get_first_valid_element_offset_on_dilated_shard(0)
 # == swd->padding_low()" in spmd_partitioner.cc).
 NO_XLA = {"reduce_window"}
-# Steps whose bytes exceed XLA's for a reason measured and not fixed yet (issue 10); every
-# other step (rev, roll, sort, cumsum, remat, gather, ...) is held to 1.25x XLA + 64 B:
-# - slice: a strided slice moves one halo round per distance (f32[8,8] split 8 ways, h[1::2]:
-#   4 permutes, 128 B); XLA sends each kept row straight to its shard (1 permute, 32 B).
-# - dynamic_slice: at a data-dependent offset the operand is gathered (f32[16,3] split 4 ways,
-#   3 rows: 144 B); XLA all-reduces masked windows (60 B).
-# - segment_sum, scatter_split_updates: updates split on the scatter dim are gathered
-#   (int32[4,9] rows split 8 ways, segment_sum into 2: 315 B); XLA scatters locally and
-#   all-reduces the result (189 B).
-BYTES_GAPS = {"slice", "dynamic_slice", "segment_sum", "scatter_split_updates"}
+# Steps whose bytes exceed XLA's for a reason measured and not fixed yet (issue 10), listed
+# with their figures; every other step is held to 1.25x XLA + 64 B. None now: strided slices,
+# segment_sum and scatters with split updates were fixed (tests/test_fuzz_regressions.py);
+# dynamic_slice's gap (f32[16,3] split 4 ways, 144 B vs 60 B) no longer reproduces.
+BYTES_GAPS: set[str] = set()
 
 
 @dataclasses.dataclass

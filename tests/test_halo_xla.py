@@ -37,7 +37,7 @@ def _xla_bytes(fn, args, mesh: gv.Mesh, spec_in, spec_out) -> tuple[float, list]
 def _ours(fn, args, mesh: gv.Mesh, axes) -> float:
     prog = spatial_program(fn, *args, mesh=mesh, axes=axes)
     np.testing.assert_allclose(prog(), fn(*args), rtol=1e-5, atol=1e-5)
-    return sum(p.bytes_per_sender for p in prog.permutes)
+    return sum(c.wire_bytes for c in prog.collectives(mesh))
 
 
 def _specs(ndim: int, axes: dict[int, str]):
@@ -102,9 +102,9 @@ def test_conv_and_pooling_bytes_at_most_xlas(case):
     assert ours <= theirs + 1e-9, (ours, theirs, [str(c) for c in found])
 
 
-def _partitioned(fn, args, mesh: gv.Mesh, specs):
+def _partitioned(fn, args, mesh: gv.Mesh, specs, oracle=None):
     """Our partitioned program for fn with its first input and its output split as `specs`,
-    checked exact against the program run on one device."""
+    checked exact against the program run on one device (or `oracle`, given)."""
 
     def split(x, *rest):
         x = gv.mesh_split(x, mesh, specs)
@@ -112,7 +112,8 @@ def _partitioned(fn, args, mesh: gv.Mesh, specs):
 
     prog = gv.trace(split, *args)
     spmd = gv.partition(gv.propagate(prog))
-    np.testing.assert_allclose(spmd(*args), prog.unpartitioned(*args), rtol=1e-4, atol=1e-4)
+    expected = (oracle or prog.unpartitioned)(*args)
+    np.testing.assert_allclose(spmd(*args), expected, rtol=1e-4, atol=1e-4)
     return spmd
 
 
@@ -148,13 +149,32 @@ def windowed_configs(draw):
     return kind, gv.Mesh(mesh), tuple(spec), sizes, windows, strides, dilations, bases, padding
 
 
-def _pool(kind: str, x, windows, strides, padding, dilations, bases):
+def _pool(kind: str, x, windows, strides, padding, dilations, bases, written_out=False):
+    """The pooling; `written_out`: its base dilation done first as interior padding with the
+    pool's identity (the oracle: XLA:CPU gets some base-dilated reduce_windows wrong, see
+    test_xla_cpu_miscomputes_a_base_dilated_reduce_window)."""
     ones = (1, 1)
     pads = padding if isinstance(padding, str) else ((0, 0), (0, 0), *padding)
     init, op = (-jnp.inf, lax.max) if kind == "max" else (0.0, lax.add)
-    y = lax.reduce_window(x, init, op, (*ones, *windows), (*ones, *strides), pads,
-                          (*ones, *bases), (*ones, *dilations))  # fmt: skip
+    window, stride = (*ones, *windows), (*ones, *strides)
+    base, dilation = (*ones, *bases), (*ones, *dilations)
+    if written_out:
+        if isinstance(pads, str):  # jax sizes SAME on the undilated input
+            taps = [(w - 1) * d + 1 for w, d in zip(window, dilation, strict=True)]
+            pads = lax.padtype_to_pads(x.shape, taps, stride, pads)
+        x = lax.pad(x, jnp.asarray(init, x.dtype), [(0, 0, b - 1) for b in base])
+        base = None
+    y = lax.reduce_window(x, init, op, window, stride, pads, base, dilation)
     return y / np.prod(windows) if kind == "avg" else y
+
+
+def _oracle(config):
+    """The unpartitioned program's answer for a config: a pooling's base dilation written out;
+    None (run the program on one device) for a conv."""
+    kind, _, _, _, windows, strides, dilations, bases, padding = config
+    if kind not in ("max", "sum", "avg"):
+        return None
+    return lambda x: _pool(kind, x, windows, strides, padding, dilations, bases, written_out=True)
 
 
 def _conv_operands(kind: str, windows):
@@ -219,7 +239,7 @@ def test_the_partitioner_on_random_convs_and_pooling_against_xla(config):
     case = windowed_program(config)
     assume(case is not None)
     fn, args, mesh, spec = case
-    spmd = _partitioned(fn, args, mesh, spec)
+    spmd = _partitioned(fn, args, mesh, spec, _oracle(config))
     theirs, found = _xla_bytes(fn, args, mesh, spec, spec)
     assert spmd.wire_bytes <= theirs + 1e-9, ([str(c) for c in spmd.collectives],
                                               [str(c) for c in found])  # fmt: skip
@@ -309,3 +329,19 @@ def test_xla_cpu_aborts_on_a_batch_grouped_conv_split_finer_than_its_output_batc
                          text=True, timeout=120)  # fmt: skip
     assert run.returncode != 0
     assert "new_input_batch_size % new_output_batch_size == 0" in run.stderr
+
+
+def test_xla_cpu_miscomputes_a_base_dilated_reduce_window():
+    """Found by the property (jax 0.10.2): a 1-wide sum pool with a stride on one spatial dim
+    and base dilation on two others. Written out (interior padding, then the pool) XLA agrees
+    with numpy; the base-dilated op does not. Ours, split over x, equals numpy."""
+    config = ("sum", gv.Mesh({"x": 2}), (None, None, None, None, "x"), [4, 9, 6], [1, 1, 1],
+              [1, 2, 1], [1, 1, 2], [2, 1, 2], "SAME")  # fmt: skip
+    fn, (x,), mesh, spec = windowed_program(config)
+    spread = np.zeros((4, 4, 7, 9, 11), np.float32)
+    spread[:, :, ::2, :, ::2] = x  # base dilation 2 on the first and last spatial dims
+    expected = spread[:, :, :, ::2, :]  # window 1, stride 2 on the middle one
+    np.testing.assert_allclose(_oracle(config)(x), expected)
+    assert np.abs(np.asarray(fn(x)) - expected).max() > 1  # XLA:CPU's own answer is wrong
+    ours = _partitioned(fn, (x,), mesh, spec, _oracle(config))(x)
+    np.testing.assert_allclose(ours, expected, rtol=1e-6)

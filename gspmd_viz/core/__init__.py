@@ -5,18 +5,20 @@ Read the modules top to bottom in this order; each imports only modules above it
   notations    hlo                   HloSharding text <-> a spec on a mesh
   sharding     sharding              per tensor dim, the mesh axes splitting it
   annotate     annotate              gv.mesh_split, the user's annotation
-  program      values builder program
+  program      values slice_of_pad builder program
                                      gv.trace: a jaxpr flattened into Values and Equations
-                                     (the records, the jaxpr walk, the Program)
+                                     (the records, a slice of a pad traced as a pad of a
+                                     slice, the jaxpr walk, the Program)
   registry     factors families families_indexed registry
                                      factor rules, the families that build them, and one
                                      entry per primitive (everything the passes know about it)
   propagate    propagation propagate the plain record, and the algorithm that fills it
   collectives  collective            a collective and its wire bytes
   halo         halo halo_exchange halo_ops halo_program block_moves
-                                     halo arithmetic, the per-device exchange, windowed ops
-                                     per dim, whole spatially split conv nets, and rolls and
-                                     flips that move whole blocks
+                                     halo arithmetic (rounds packed into one permute), the
+                                     per-device exchange, windowed ops per dim, whole
+                                     spatially split conv nets, and rolls and flips that
+                                     move whole blocks
   reshard      moves reshard         the single steps between shardings; the cheapest plan
   execute      spmd spmd_regions lower kernels reduce_combine combine execute
                                      per-device instructions (loops and branches apart) as
@@ -34,8 +36,8 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      weight-update sharding by annotations alone
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
-Module order: devices mesh hlo sharding annotate values builder program factors families
-families_indexed registry propagation propagate collective halo halo_exchange halo_ops
+Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
+families families_indexed registry propagation propagate collective halo halo_exchange halo_ops
 halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine combine
 execute split_cost split regions partition pipeline pipeline_gspmd training
 """

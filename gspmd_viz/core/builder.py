@@ -9,6 +9,7 @@ import itertools
 import jax.extend.core as jex
 import numpy as np
 
+from gspmd_viz.core import slice_of_pad
 from gspmd_viz.core.annotate import read_annotation
 from gspmd_viz.core.sharding import Sharding, as_dtype
 from gspmd_viz.core.values import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
@@ -60,6 +61,7 @@ class Builder:
         self.scope: list[int] = []  # the calls being inlined, outermost first
         self.loops: list[Loop] = []
         self.conds: list[Cond] = []
+        self.body_start = 0  # first equation of the loop or branch body being walked
 
     def new_value(self, aval) -> Value:
         return Value(
@@ -106,6 +108,10 @@ class Builder:
         if simpler is not None:
             env[eqn.outvars[0]] = simpler
             return
+        found = slice_of_pad.rewrite(self.producer(ins[0]), eqn.params) if name == "slice" else None
+        if found is not None:  # slice(pad(x)) -> pad(slice(x))
+            env[eqn.outvars[0]] = self.walk(found[0].jaxpr, found[0].consts, found[1])[0]
+            return
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         env.update(zip(eqn.outvars, outs, strict=True))
         e = self.emit(name, ins, outs, dict(eqn.params), eqn)
@@ -125,6 +131,20 @@ class Builder:
             return None
         shape = tuple(int(n) for n in eqn.outvars[0].aval.shape)
         return Literal(np.full(shape, _SELF_COMPARE[name]), shape, np.dtype(bool))
+
+    def body(self, jaxpr, consts, args) -> list:
+        """Walk a loop's or a branch's body: a value from outside is no producer inside."""
+        outer, self.body_start = self.body_start, len(self.equations)
+        try:
+            return self.walk(jaxpr, consts, args)
+        finally:
+            self.body_start = outer
+
+    def producer(self, v) -> Equation | None:
+        """The equation of this body whose result v is (None: an input, a constant, or a
+        value from outside the loop or branch being walked)."""
+        inside = self.equations[self.body_start :]
+        return next((e for e in reversed(inside) if e is not None and v in e.outputs), None)
 
     def emit(self, name, ins, outs, params=None, eqn=None, at=None) -> Equation:
         """Append an equation (or fill the slot `at` reserved earlier)."""
@@ -150,7 +170,7 @@ class Builder:
         for outer, param in zip(ins[nc + nk :], params[nc + nk :], strict=True):
             self.emit("loop_slice", [outer], [param])
         start = len(self.equations)
-        results = self.walk(body.jaxpr, body.consts, params)
+        results = self.body(body.jaxpr, body.consts, params)
         stop = len(self.equations)
         carries = tuple(zip(ins[nc:], params[nc:], results, finals, strict=False))  # first nk
         for slot, (init, param, result, final) in zip(carry_slots, carries, strict=True):
@@ -201,9 +221,9 @@ class Builder:
         finals = [self.new_value(v.aval) for v in eqn.outvars]
         slots = self.reserve(len(init))
         start = len(self.equations)
-        (pred,) = self.walk(cj.jaxpr, cj.consts, cparams)
+        (pred,) = self.body(cj.jaxpr, cj.consts, cparams)
         middle = len(self.equations)
-        results = self.walk(bj.jaxpr, bj.consts, bparams)
+        results = self.body(bj.jaxpr, bj.consts, bparams)
         carries = tuple(zip(init, bparams[bn:], results, finals, strict=True))
         for slot, (i, b, r, f), c in zip(slots, carries, cparams[cn:], strict=True):
             self.emit("loop_carry", [i, r], [b, c, f], at=slot)
@@ -225,7 +245,7 @@ class Builder:
         spans, results = [], []
         for b, ps in zip(branches, params, strict=True):
             start = len(self.equations)
-            results.append(self.walk(b.jaxpr, b.consts, ps))
+            results.append(self.body(b.jaxpr, b.consts, ps))
             spans.append(range(start, len(self.equations)))
         outs = [self.new_value(v.aval) for v in eqn.outvars]
         for j, out in enumerate(outs):

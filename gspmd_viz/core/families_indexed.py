@@ -33,12 +33,11 @@ def gather(eqn) -> FactorRule:
     return b.rule([operand, indices], [result])
 
 
-def scatter(eqn) -> FactorRule:
-    """`.at[idx].add(u)`, segment_sum: whole update windows pass to the operand's window dims
-    and batching dims pass everywhere; a scattered dim written one row at a time passes
+def scatter(eqn, summed: bool = False) -> FactorRule:
+    """`.at[idx].set(u)`, `.max`, `.mul`: whole update windows pass to the operand's window
+    dims and batching dims pass everywhere; a scattered dim written one row at a time passes
     between operand and result (indices and updates stay whole along it: each device writes
-    the rows it holds); the updates' scatter dims stay whole (a split one would write or add
-    the operand's values once per device).
+    the rows it holds); the updates' scatter dims stay whole, unless `summed` (scatter_add).
     # XLA: SpmdPartitioningVisitor::HandleScatter (its index-parallel cases are not modelled)"""
     b = Builder()
     (src, idx, upd), (out,) = shapes(eqn)
@@ -47,7 +46,7 @@ def scatter(eqn) -> FactorRule:
     scatter_dims = [d for d in range(len(upd)) if d not in dn.update_window_dims]
     batching = dict(zip(dn.scatter_indices_batching_dims, dn.operand_batching_dims, strict=True))
     for i, u in enumerate(scatter_dims):  # indices dim i (the index vector dim is last)
-        kind = "pass" if i in batching else "need_replication"
+        kind = "pass" if i in batching else ("reduction" if summed else "need_replication")
         updates[u] = indices[i] = b.new(upd[u], kind)
         if i in batching:
             operand[batching[i]] = indices[i]
@@ -63,6 +62,14 @@ def scatter(eqn) -> FactorRule:
         for fs, s in ((operand, src), (indices, idx), (updates, upd))
     )
     return b.rule([operand, indices, updates], [operand])
+
+
+def scatter_add(eqn) -> FactorRule:
+    """`.at[idx].add(u)`, segment_sum: as `scatter`, and the updates' scatter dims (with the
+    indices') may split as a sum: each device adds its own updates, the results are pending
+    sums and the operand is added on one device only (Entry.once).
+    # XLA: HandleScatter with updates split on the scatter dims: local scatter, all-reduce"""
+    return scatter(eqn, summed=bool(eqn.inputs[0].shape))  # a 0-d operand: nowhere to mask
 
 
 def scatter_mode(eqn) -> str | None:

@@ -46,6 +46,14 @@ class Mask:
     fill: object
 
 
+def on_one_device(operand: int, once, local_shape, axes) -> list[Mask]:
+    """If `operand` is in `once` (Entry.once) and `axes` hold pending sums: it is kept by the
+    first device along `axes`, zeros on the others (a Mask of dim 0 whose size is the local
+    size: the others start past it), so summed over `axes` it counts once.
+    # XLA: HandleScatter zeroes the operand off one partition"""
+    return [Mask(operand, 0, local_shape[0], tuple(axes), 0)] if operand in once and axes else []
+
+
 @dataclasses.dataclass(frozen=True)
 class Offset:
     """Result dim `dim` counts global positions: add (shard index along `axes`) * local size."""

@@ -246,7 +246,8 @@ class Partitioner:
             if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
                 fill = lower.identity_element(q.combine or "sum", v.dtype)
                 out.append(lower.Mask(i, d, v.shape[d], axes, fill))
-        return out
+        red = q.reduction_axes(fa)  # an operand summed in as it is: kept on one device
+        return out + lower.on_one_device(i, entry_for(q.eqn).once, target.shard_shape(v.shape), red)
 
     def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
         """Exchange operand k's halos; returns the window-ready buffer's name."""

@@ -28,6 +28,9 @@ An Entry holds
                   the windows): collective-permutes of the neighbours' edges, no gather; a
                   shift (pad, slice, dynamic_slice at a constant start) is a 1-wide window
   identity        an annotation: nothing to compute on a device
+  once            operands added into the result as they are (scatter-add's operand): when
+                  the result is left a pending sum, one device of each group keeps them and
+                  the others read zeros, so they are summed once
   edge            a loop's data-flow edge (values.Loop): its operands and results share one
                   sharding; partition.py runs the loop, nothing runs for the edge itself
   flops           FLOPs per point of the factor loop nest (split_cost.flops): 2 for a
@@ -63,6 +66,7 @@ class Entry:
     local_groups: Callable[..., dict] | None = None
     identity: bool = False
     zero_padding: tuple[int, ...] = ()  # operands whose padded (uneven) shards must read 0
+    once: tuple[int, ...] = ()  # operands summed into a pending result as they are
     known: bool = True
     edge: bool = False
     flops: int = 1
@@ -218,10 +222,18 @@ register(
     lookup_mode=_gather_mode,
 )
 register(
-    "scatter scatter-add scatter-mul scatter-min scatter-max",
+    "scatter scatter-mul scatter-min scatter-max",
     families_indexed.scatter,
     written_dims=families_indexed.written_dims,
     lookup_mode=families_indexed.scatter_mode,
+)
+register(
+    "scatter-add",
+    families_indexed.scatter_add,
+    combine="sum",
+    written_dims=families_indexed.written_dims,
+    lookup_mode=families_indexed.scatter_mode,
+    once=(0,),
 )
 register(
     "conv_general_dilated",
