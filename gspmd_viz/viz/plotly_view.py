@@ -7,8 +7,8 @@ place with one Plotly.react it takes ~30-50 ms. `PlotlyView` holds the figure as
 (`figure`, plain JSON); its front end (`_ESM`, an anywidget module) reacts to each new figure.
 
 It draws with the plotly.js JupyterLab's plotly renderer loads (plotly.js sets window.Plotly when
-it loads). A hidden Output holding an empty plotly figure makes the renderer load it; until it has
-(at most a few seconds), the view waits; without it (a front end with no plotly renderer) the view
+it loads). A hidden Output holding an empty plotly figure makes the renderer load it; the view
+waits for it up to 10 s; without it (a front end with no plotly renderer) the view
 says so in place of the figure.
 """
 
