@@ -8,7 +8,6 @@ a torus are in ``pipeline_torus``.
 from __future__ import annotations
 
 import html
-import json
 import re
 
 import ipywidgets as widgets
@@ -17,9 +16,9 @@ import plotly.graph_objects as go
 
 from gspmd_viz import pipeline as pipe
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
-from gspmd_viz.viz.pipeline_gantt import MAX_FRAMES, frame_times, gantt, gantt_spec, spec_json
+from gspmd_viz.viz.pipeline_gantt import MAX_FRAMES, frame_times, gantt, gantt_spec
 from gspmd_viz.viz.playback import pause_at_end
-from gspmd_viz.viz.plotly_view import PlotlyView
+from gspmd_viz.viz.plotly_view import PlotlyView, plain
 
 __all__ = ["MAX_FRAMES", "PipelineWidget", "frame_times", "gantt", "parse_ratio"]
 
@@ -129,4 +128,4 @@ class PipelineWidget(widgets.VBox):
     def _draw(self, frame: int):
         frame = min(max(frame, 0), len(self.times) - 1)
         self.spec = gantt_spec(self.timeline, until=float(self.times[frame]))
-        self.plot.show({**json.loads(spec_json(self.spec)), "config": {}})
+        self.plot.show(plain(self.spec))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.colors import get_colorscale, sample_colorscale, unlabel_rgb
 
 from gspmd_viz import pipeline as pipe
@@ -160,8 +159,3 @@ def gantt_spec(tl: pipe.PipelineTimeline, until: float | None = None) -> dict:
 def gantt(tl: pipe.PipelineTimeline, until: float | None = None) -> go.Figure:
     """Stage x time Gantt of the actions started by `until` (default: all), memory beneath."""
     return go.Figure(gantt_spec(tl, until), _validate=False)
-
-
-def spec_json(spec: dict) -> str:
-    """A figure spec as plotly JSON (numpy arrays included)."""
-    return pio.to_json(spec, validate=False)
