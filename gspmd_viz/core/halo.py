@@ -60,9 +60,14 @@ class Transfer:
                                                          for a, b in self.pairs))  # fmt: skip
 
     @property
+    def packed(self) -> bool:
+        """Several distances in one permute: the piece lands in a different place at each."""
+        return len(set(self.landings)) > 1
+
+    @property
     def at(self) -> int:
         """Where element `lo` lands at every receiver (a round of one distance)."""
-        if len(set(self.landings)) != 1:
+        if self.packed:
             raise ValueError(f"a packed round lands per receiver: {self.landings}")
         return self.landings[0]
 

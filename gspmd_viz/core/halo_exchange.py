@@ -94,15 +94,11 @@ def _send(x, split: SpatialSplit, t: Transfer):
     return permute_blocks(piece, split.axis, t.pairs)
 
 
-def _packed(t: Transfer) -> bool:
-    return len(set(t.landings)) > 1
-
-
 def _layout_bounds(plan: HaloPlan) -> tuple[int, int]:
     """Span of the assembled buffer relative to the own shard's first element."""
     n, size = plan.shard_size, plan.ready_size
     starts = [r.start - n * i for i, r in enumerate(plan.needs)]
-    starts += [at for t in plan.transfers if _packed(t) for at in t.landings]
+    starts += [at for t in plan.transfers if t.packed for at in t.landings]
     ends = [s + size for s in starts] + [at + t.size for t in plan.transfers for at in t.landings]
     return min(0, *starts), max(n, *ends)
 
@@ -111,7 +107,7 @@ def _assemble(x, split: SpatialSplit, received) -> tuple[jax.Array, int]:
     """Concatenate pieces (sorted by landing place) with zero filler, then write the packed
     rounds' pieces where each receiver's lands; returns (buffer, begin)."""
     begin, end = _layout_bounds(split.plan)
-    static = [(t.at, p) for t, p in received if not _packed(t)]
+    static = [(t.at, p) for t, p in received if not t.packed]
     pieces = sorted([(0, x), *static], key=lambda item: item[0])
     parts, cursor = [], begin
     for at, piece in pieces:
@@ -121,7 +117,7 @@ def _assemble(x, split: SpatialSplit, received) -> tuple[jax.Array, int]:
     parts.append(_zeros_like_dim(x, split.dim, end - cursor))
     buffer = jnp.concatenate([p for p in parts if p.shape[split.dim]], axis=split.dim)
     for t, piece in received:
-        if _packed(t):
+        if t.packed:
             buffer = _land(buffer, piece, split, t, begin)
     return buffer, begin
 
