@@ -61,6 +61,18 @@ def _open(page, root: str, title: str, first: str):
     return w, SettledTimer(page, f"{root} {title}"), w.locator(title)
 
 
+def _shown(page, selector: str, text: str) -> None:
+    """Wait until a `selector` element shows `text`, checked every animation frame: an
+    animation's frame can come and go between two of expect()'s polls."""
+    page.wait_for_function(
+        "([sel, text]) => [...document.querySelectorAll(sel)]"
+        ".some(t => t.textContent.includes(text))",
+        arg=[selector, text],
+        polling="raf",
+        timeout=30_000,
+    )
+
+
 class SettledTimer(Timer):
     """Timer that first lets the page finish the previous redraw: JupyterLab's plotly renderer
     follows each new figure with a second redraw and a PNG snapshot (Plotly.toImage), which
@@ -228,7 +240,7 @@ def drive_06(page, shot) -> str:
     play = w.locator(".widget-play button")
     play.first.click()
     for frames in ("time 1 of", "time 2 of", "time 3 of"):  # F = 1: a new action each time unit
-        expect(title).to_contain_text(frames, timeout=30_000)
+        _shown(page, ".gv-pipeline .gtitle", frames)
     play.first.click()  # the same button pauses
     shot("06-playing")
     timer.redraw(_press(page, frame, "End"), "time 33 of 33")
@@ -308,7 +320,7 @@ def _drive_07_replay(page, shot) -> str:
     timer.redraw(_press(page, step, "Home"), f"step 1/{n} ·")
     play = w.locator(".widget-play button")
     play.first.click()
-    expect(title).to_contain_text(f"step 3/{n} ·", timeout=30_000)
+    _shown(page, ".gv-step-replay .gtitle", f"step 3/{n} ·")
     play.first.click()  # the same button pauses
     page.wait_for_timeout(1000)
     paused = title.text_content()
