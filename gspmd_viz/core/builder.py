@@ -199,7 +199,8 @@ class Builder:
         self.scope.pop()
         label = str(eqn.params.get("name") or _function_name(body) or name)
         span = range(first, len(self.equations))
-        self.calls[index] = Call(index, name, label, parent, span, tuple(ins), tuple(outs))
+        fresh = bool(eqn.params.get("prevent_cse", False))
+        self.calls[index] = Call(index, name, label, parent, span, tuple(ins), tuple(outs), fresh)
         return outs
 
     def reserve(self, n: int) -> list[int]:

@@ -46,10 +46,11 @@ def _aliases(instructions) -> dict[str, str]:
     return alias
 
 
-def combinable(instructions, inputs):
+def combinable(instructions, inputs, apart=lambda ins: None):
     """Groups to run in order. A one-step all-gather takes along every later all-gather with
     the same key whose source already exists (hoisting a gather is safe: it reads one buffer;
-    an annotation's output counts as its input)."""
+    an annotation's output counts as its input), and the same `apart(ins)`: gathers a
+    checkpoint recomputes stay in it (hoisted, they would live from forward to backward)."""
     instructions, alias = list(instructions), _aliases(instructions)
     defined, done, groups = set(inputs), set(), []
     for i, ins in enumerate(instructions):
@@ -57,9 +58,10 @@ def combinable(instructions, inputs):
             continue
         group, key = [ins], _gather_key(ins)
         if key is not None:
+            key = (key, apart(ins))
             for j in range(i + 1, len(instructions)):
                 other = instructions[j]
-                if j in done or _gather_key(other) != key:
+                if j in done or (_gather_key(other), apart(other)) != key:
                     continue
                 if alias.get(other.src, other.src) in defined:
                     group.append(other)

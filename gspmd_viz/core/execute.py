@@ -9,6 +9,8 @@ shard_map is padded on the right to `shard_shape * tiles`, and the result is sli
 Pending sums (`unreduced` axes) travel as an extra leading dim split over those axes.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,7 @@ from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.halo_exchange import return_halo, window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
+from gspmd_viz.core.recompute import barriers, fence, fresh_call
 from gspmd_viz.core.reduce_combine import ArgCombine, run_arg_combine
 from gspmd_viz.core.sharding import Sharding, spec_entry
 from gspmd_viz.core.spmd import (
@@ -193,14 +196,18 @@ def _runner(spmd):
     in_sh = [prop.sharding(v) for v in program.inputs]
     outs = [(i, name) for i, name in enumerate(spmd.outputs) if isinstance(name, str)]
     out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
-    groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs])
+    # jax.checkpoint's recomputation kept apart: its gathers not hoisted, its operands fenced
+    apart = functools.partial(fresh_call, calls=program.calls)
+    groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs], apart)
+    fences = barriers(groups, program.calls)
 
     def body(*locals_):
         # XLA:CPU fused the padding's per-device slice into a one-index scatter (rewritten as
         # a dynamic-update-slice) at the wrong offset: keep the local inputs materialized
         locals_ = jax.lax.optimization_barrier(locals_)
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
-        for group in groups:
+        for g, group in enumerate(groups):
+            fence(env, fences.get(g, ()))
             if len(group) > 1:
                 combined_gather(group, env, alias)
             else:

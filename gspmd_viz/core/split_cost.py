@@ -220,12 +220,13 @@ def _written(ins) -> dict[str, int]:
     return {}
 
 
-def _read(ins) -> set[str]:
+def buffers_read(ins) -> set[str]:
+    """Names of the buffers one instruction (a loop or branch: its body too) reads."""
     names = set(ins.ins) if isinstance(ins, Compute) else {getattr(ins, "src", None)}
     if isinstance(ins, ArgCombine):
         names.add(ins.operand)
     for inner in _inner(ins):
-        names |= _read(inner)
+        names |= buffers_read(inner)
     names |= set(getattr(ins, "init", ())) | set(getattr(ins, "xs", ()))
     names.add(getattr(ins, "selector", None))
     return {n for n in names if isinstance(n, str)}
@@ -243,7 +244,7 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     it runs, and leaves results as large as the buffers its body hands back."""
     last = {n: len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
     for i, ins in enumerate(instructions):
-        last |= {n: max(last.get(n, i), i) for n in _read(ins)}
+        last |= {n: max(last.get(n, i), i) for n in buffers_read(ins)}
     live, peak = dict(inputs), sum(inputs.values())
     for i, ins in enumerate(instructions):
         inner = _inner(ins)

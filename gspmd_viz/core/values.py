@@ -83,7 +83,9 @@ class Equation:
 class Call:
     """The boundary of one inlined call (`remat2`, `custom_vjp_call`, nested `jit`, ...): its
     equations are `equations` (a range of Program.equations), its operands and results are
-    values of the flat program; `parent` is the enclosing call (None at top level)."""
+    values of the flat program; `parent` is the enclosing call (None at top level). `fresh`:
+    the call recomputes its body, never sharing it with an equal computation outside
+    (jax.checkpoint's `prevent_cse`, which keeps the forward's buffers from living on)."""
 
     index: int
     primitive: str
@@ -92,6 +94,7 @@ class Call:
     equations: range
     inputs: tuple[Value | Literal, ...]
     outputs: tuple[Value | Literal, ...]
+    fresh: bool = False
 
     def __str__(self) -> str:
         ins = " ".join(v.name if isinstance(v, Value) else repr(v) for v in self.inputs)
