@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from gspmd_viz import sim
-from gspmd_viz.core import partition as core_partition
+from gspmd_viz.core import whole_plan
 from gspmd_viz.core.split_cost import ChipCost
 
 __all__ = ["chip_cost", "partition"]
@@ -34,4 +34,4 @@ def partition(prop, chip="tpu-v3"):
     chosen with `chip`'s numbers (split_cost: no work done twice, then wire bytes, then time on
     the chip; a split that would not fit in its HBM last). `spmd.cost` records what the plan
     costs per device there: FLOPs, bytes, estimated time and peak memory."""
-    return core_partition.partition(prop, chip_cost(chip))
+    return whole_plan.partition(prop, chip_cost(chip))

@@ -14,11 +14,11 @@ import numpy as np
 
 from gspmd_viz.core.annotate import mesh_split
 from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.partition import partition
 from gspmd_viz.core.program import trace
 from gspmd_viz.core.propagate import propagate
 from gspmd_viz.core.training import ledger_rows as rows_of
 from gspmd_viz.core.training import weight_update_sharding
+from gspmd_viz.core.whole_plan import partition
 from gspmd_viz.examples import TRANSFORMER_SPECS, transformer_layer
 
 WEIGHTS = ("wq", "wk", "wv", "wo", "wi", "wout")

@@ -20,16 +20,19 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      spatially split conv nets, and rolls and flips that
                                      move whole blocks
   reshard      moves reshard         the single steps between shardings; the cheapest plan
-  execute      spmd spmd_regions lower kernels reduce_combine combine execute
-                                     per-device instructions (loops and branches apart) as
+  execute      spmd spmd_regions lower kernels reduce_combine split_cost recompute combine
+               execute               per-device instructions (loops and branches apart) as
                                      data and text, local lowering, the kernels one device
-                                     runs, reductions combined right away (max, argmax), all-gather
-                                     combining, and running instructions from a table
-  partition    split_cost split regions partition
-                                     what a split costs beyond bytes (work done twice,
-                                     FLOPs, time on a chip, memory) and the plan's record;
+                                     runs, reductions combined right away (max, argmax), what
+                                     a split and a plan cost beyond bytes (work done twice,
+                                     FLOPs, time on a chip, memory: the buffers each
+                                     instruction reads) and the plan's record, a checkpoint's
+                                     recomputation kept apart, all-gather combining, and
+                                     running instructions from a table
+  partition    split regions partition whole_plan
                                      choosing each equation's split; loops partitioned
-                                     once into a per-device loop; the pass itself
+                                     once into a per-device loop; the pass itself; its
+                                     greedy plan against following propagation everywhere
   programs     pipeline pipeline_gspmd training
                                      built on the above: pipeline schedules run under
                                      shard_map; GSPMD's pipelining as an annotated program;
@@ -38,6 +41,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
 families families_indexed registry propagation propagate collective halo halo_exchange halo_ops
-halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine combine
-execute split_cost split regions partition pipeline pipeline_gspmd training
+halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine split_cost
+recompute combine execute split regions partition whole_plan pipeline pipeline_gspmd training
 """

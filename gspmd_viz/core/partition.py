@@ -11,7 +11,7 @@ Per equation, from the propagated shardings and the equation's factor rule:
      an all-reduce right away. need_replication / permutation factors stay whole; a split
      windowed factor (convolution, pooling) first exchanges its operand's halos with
      collective-permutes (halo_exchange.py), unless its windows tile the dim exactly.
-Symbolic (no devices: 4096-device meshes work); `spmd.cost`: split_cost.PlanCost.
+Symbolic (no devices: 4096-device meshes work). Entry: whole_plan.partition (two whole plans).
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 
@@ -26,15 +26,17 @@ from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collec
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes, cached_plan, choose, rules_of
-from gspmd_viz.core.split_cost import with_cost
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 
 # --- the pass ---------------------------------------------------------------------------------
 
 
 class Partitioner:
-    def __init__(self, prop, chip=None):
+    """One pass. `follow`: propagation's split everywhere; `departed`: another one chosen."""
+
+    def __init__(self, prop, chip=None, follow: bool = False):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
+        self.follow, self.departed = follow, False
         self.sizes, self.notes = prop.mesh.shape, []
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []
@@ -145,9 +147,16 @@ class Partitioner:
         self.versions[out] = [(target, out.name)]
         return True
 
+    def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
+        splits = self.splits(eqn)
+        q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
+        q, fa = (q0, settled) if self.follow else choose(splits, self)
+        self.departed |= q is not q0 or fa != settled
+        return q, fa
+
     def split_equation(self, eqn: Equation) -> None:
         """Choose the equation's split, reshard its operands, run it locally."""
-        q, fa = choose(self.splits(eqn), self)
+        q, fa = self.chosen(eqn)
         self.note_gathers(eqn, q, fa)
         ins, op_shardings, masks = [], [], []
         for i, v in enumerate(eqn.inputs):
@@ -318,13 +327,3 @@ class Partitioner:
             for v in self.program.outputs
         ]
         return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
-
-
-def partition(prop, chip=None) -> "SPMDProgram":
-    """The per-device program for a propagated program (`gv.propagate(gv.trace(f, ...))`);
-    `chip`: a split_cost.ChipCost the splits are timed on (gv.partition passes gv.sim's)."""
-    if not hasattr(prop, "factor_axes") or not hasattr(prop, "program"):
-        raise TypeError(
-            f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
-        )
-    return with_cost(Partitioner(prop, chip).run(), chip)

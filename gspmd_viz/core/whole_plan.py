@@ -1,0 +1,50 @@
+"""`partition(prop)`: two whole plans, one kept. Each equation choosing its cheapest split
+(greedy, one equation at a time) against every equation taking propagation's split, the plan
+XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
+to keep rows split eight ways, say, then moving those rows at every later matmul.
+"""
+
+from __future__ import annotations
+
+from gspmd_viz.core.partition import Partitioner
+from gspmd_viz.core.split_cost import with_cost
+from gspmd_viz.units import format_bytes
+
+__all__ = ["partition", "preferred"]
+
+CLOSE = 0.05  # estimated times closer than this are a tie: the model is no finer
+
+_FOLLOWED = (
+    "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
+    "where choosing each equation's cheapest split alone gave {} and {}"
+)
+
+
+def partition(prop, chip=None):
+    """The per-device program (an SPMDProgram) for a propagated program
+    (`gv.propagate(gv.trace(f, ...))`); `chip`: a split_cost.ChipCost the splits are timed on
+    (gv.partition passes gv.sim's)."""
+    if not hasattr(prop, "factor_axes") or not hasattr(prop, "program"):
+        raise TypeError(
+            f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
+        )
+    greedy = Partitioner(prop, chip)
+    chosen = with_cost(greedy.run(), chip)
+    if greedy.departed:
+        chosen = preferred(chosen, with_cost(Partitioner(prop, chip, follow=True).run(), chip))
+    return chosen
+
+
+def preferred(greedy, follow):
+    """Of two SPMDPrograms, `follow` when it sends no more wire bytes and holds no more peak
+    memory, one of them less, and is not slower on the chip by more than CLOSE; else `greedy`.
+    The kept follow plan says why in its notes."""
+    a, b = greedy.cost, follow.cost
+    if a.chip is not None and b.time_s > (1 + CLOSE) * a.time_s:
+        return greedy
+    ours, theirs = (a.wire_bytes, a.peak_bytes), (b.wire_bytes, b.peak_bytes)
+    if theirs == ours or any(t > o for t, o in zip(theirs, ours, strict=True)):
+        return greedy
+    sizes = (b.wire_bytes, b.peak_bytes, a.wire_bytes, a.peak_bytes)
+    follow.notes += (_FOLLOWED.format(*map(format_bytes, sizes)),)
+    return follow
