@@ -33,5 +33,7 @@ def partition(prop, chip="tpu-v3"):
     """The per-device program for `gv.propagate(gv.trace(f, ...))`, each equation's split
     chosen with `chip`'s numbers (split_cost: no work done twice, then wire bytes, then time on
     the chip; a split that would not fit in its HBM last). `spmd.cost` records what the plan
-    costs per device there: FLOPs, bytes, estimated time and peak memory."""
+    costs per device there: FLOPs, bytes, estimated time and peak memory. When a cheapest
+    split departs from propagation's, the plan that follows propagation everywhere (XLA's) is
+    built too and kept if it is no worse (whole_plan.preferred; spmd.notes says so)."""
     return whole_plan.partition(prop, chip_cost(chip))

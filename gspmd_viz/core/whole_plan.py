@@ -12,7 +12,7 @@ from gspmd_viz.units import format_bytes
 
 __all__ = ["partition", "preferred"]
 
-CLOSE = 0.05  # estimated times closer than this are a tie: the model is no finer
+CLOSE = 0.05  # a follow plan may be this much slower on the chip: the time model is no finer
 
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
@@ -42,8 +42,10 @@ def preferred(greedy, follow):
     a, b = greedy.cost, follow.cost
     if a.chip is not None and b.time_s > (1 + CLOSE) * a.time_s:
         return greedy
-    ours, theirs = (a.wire_bytes, a.peak_bytes), (b.wire_bytes, b.peak_bytes)
-    if theirs == ours or any(t > o for t, o in zip(theirs, ours, strict=True)):
+    greedy_sizes, follow_sizes = (a.wire_bytes, a.peak_bytes), (b.wire_bytes, b.peak_bytes)
+    if follow_sizes == greedy_sizes or any(
+        f > g for f, g in zip(follow_sizes, greedy_sizes, strict=True)
+    ):
         return greedy
     sizes = (b.wire_bytes, b.peak_bytes, a.wire_bytes, a.peak_bytes)
     follow.notes += (_FOLLOWED.format(*map(format_bytes, sizes)),)
