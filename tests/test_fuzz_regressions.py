@@ -257,3 +257,42 @@ def test_a_slice_in_a_loop_of_a_pad_outside_it_stays_exact():
 
     spmd, theirs = partitioned_and_xla(f, counting((8, 3), jnp.float32), mesh=mesh)
     assert spmd.wire_bytes <= 1.25 * xla_bytes(theirs) + 64
+
+
+@pytest.mark.parametrize("spec_out", [(None, "x"), ("x", None)])
+def test_a_flip_re_split_on_another_dim_is_handed_rows_as_they_are(spec_out):
+    """f32[8,4] rows split over x=4, padded to 9 rows, flipped, then annotated columns split:
+    propagation leaves the flip unsplit (its operand and result disagree), so the pad gathered
+    its operand for it (96 B); XLA pads locally and moves rows to columns once (24 B). The pad
+    now reads the flip's likely split from its result."""
+    mesh = gv.Mesh({"x": 4})
+
+    def f(h):
+        h = jnp.flip(jnp.pad(gv.mesh_split(h, mesh, ("x", None)), ((1, 0), (0, 0))), 0)
+        return gv.mesh_split(h, mesh, spec_out)
+
+    spmd, theirs = partitioned_and_xla(f, counting((8, 4), jnp.float32), mesh=mesh)
+    assert spmd.wire_bytes <= xla_bytes(theirs)
+
+
+@pytest.mark.parametrize("at, k", [(0, 1), (1, 3)])
+@pytest.mark.parametrize("spec", [("z", None), ("z", "y")])
+def test_an_update_before_a_segment_sum_moves_rows_to_columns(spec, at, k):
+    """f32[8,8] rows split over z=6 (uneven; y size 1), compared with a column-split copy of
+    itself, 7 rows updated at a static offset, then segment_sum: the update cannot split rows,
+    so it gathered them for a segment_sum that asked for whole rows (320 B). XLA moves rows to
+    columns (all-to-all) and gathers the [k, 8] sum (120 B at k=1). Now the update's rows move
+    to columns (split.rehomed) and the segment_sum, its only reader, is costed as taking
+    columns as they come (core/lookahead.py)."""
+    mesh = gv.Mesh({"z": 6, "w": 1, "y": 1})
+
+    def f(h, u, ids):
+        h = gv.mesh_split(h, mesh, spec)
+        h = jax.vmap(lambda r: gv.mesh_split(r, mesh, ("z",)) == r)(h).astype(h.dtype)
+        h = jax.lax.dynamic_update_slice(h, u, (at, 0))
+        return jax.ops.segment_sum(h, ids, k)
+
+    ids = jnp.asarray([(i * 3) % (k + 2) - 1 for i in range(8)], jnp.int32)
+    args = counting((8, 8), jnp.float32), jnp.ones((7, 8), jnp.float32), ids
+    spmd, theirs = partitioned_and_xla(f, *args, mesh=mesh)
+    assert spmd.wire_bytes <= xla_bytes(theirs)

@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.core import block_moves, halo_ops, lower, regions
+from gspmd_viz.core import block_moves, halo_ops, lookahead, lower, regions
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
@@ -81,10 +81,11 @@ class Partitioner:
                 if eqn in self.deferred:  # the rotation reads v as its result is split
                     targets.append(self.prop.sharding(self.deferred[eqn].concat.outputs[0]))
                 elif eqn in self.live_set:
-                    q = self.split(eqn)
-                    targets.append(q.operand_sharding(q.sanitize(q.settled), pos))
+                    targets.append(self.split(eqn).likely_operand(pos))
             self._wanted[v] = list(dict.fromkeys(targets))
         return self._wanted[v]
+
+    handoff_cost = lookahead.handoff_cost  # split.Costs: handing a result on, one reader ahead
 
     def fresh(self, base: str) -> str:
         self._count[base] = self._count.get(base, 0) + 1

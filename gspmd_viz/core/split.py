@@ -43,6 +43,9 @@ class Costs(Protocol):
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for."""
 
+    def handoff_cost(self, v: Value, local: Sharding) -> float:
+        """Wire bytes to hand v, split as `local`, to its consumers."""
+
     chip: object  # a split_cost.ChipCost, or None (no chip: FLOPs break ties)
 
 
@@ -210,6 +213,16 @@ class EquationSplit:
                 out[f] = tuple(keep)
         return out
 
+    def likely_operand(self, i: int) -> Sharding:
+        """The sharding this equation will likely read operand i in: by propagation's split, or
+        when that splits nothing (its operand and result disagreed: `rev` of rows split into
+        columns split) by the split its propagated result implies, as XLA reshards the operand
+        to the result."""
+        fa = self.sanitize(self.settled)
+        if not fa and len(self.propagated) == 1:
+            fa = self.sanitize(self.from_tensor(self.rule.results[0], self.propagated[0]))
+        return self.operand_sharding(fa, i)
+
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
         """Mesh axes holding partial results; a size-1 axis splits nothing, so none there."""
         red = {a for f, axes in fa.items() if self.summed(f) for a in axes if self.sizes[a] > 1}
@@ -231,18 +244,23 @@ class EquationSplit:
             if isinstance(v, Value)
         }
         total += sum(costs.fetch_cost(v, target) for v, target in fetched)
+        return total + self.handoff_bytes(fa, costs.handoff_cost)
+
+    def handoff_bytes(self, fa: FactorAxes, handoff) -> float:
+        """Bytes to combine this split's partial results and hand each result on
+        (`handoff(value, local sharding)`: what its consumers will ask for)."""
+        total = 0.0
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
             combined = combine_collectives(
-                e, self.combine, red, self.sizes, self.result_sharding(fa, 0)
+                self.eqn, self.combine, red, self.sizes, self.result_sharding(fa, 0)
             )
             total += sum(c.wire_bytes for c in combined)
-        for j, v in enumerate(e.outputs):
+        for j, v in enumerate(self.eqn.outputs):
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
                 local = Sharding(self.mesh, local.spec)  # combined right away
-            for target in costs.wanted(v):
-                total += cached_plan(local, target, v.shape, v.dtype).wire_bytes
+            total += handoff(v, local)
         return total
 
     def candidates(self, costs: Costs) -> list[FactorAxes]:
@@ -250,7 +268,8 @@ class EquationSplit:
         found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
             if isinstance(v, Value):
-                found += [self.from_tensor(t, s) for s in costs.available(v)]
+                for s in costs.available(v):
+                    found += [self.from_tensor(t, s), *self.rehomed(self.from_tensor(t, s))]
         for s, t in zip(self.propagated, rule.results, strict=True):
             found.append(self.from_tensor(t, s))
         for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
@@ -262,6 +281,22 @@ class EquationSplit:
             if fa not in unique:
                 unique.append(fa)
         return unique + [fa for fa in map(self.sanitize, merged(unique)) if fa not in unique]
+
+    def rehomed(self, fa: FactorAxes) -> list[FactorAxes]:
+        """fa with the axes this equation cannot split by (an update's rows, say) moved to
+        each factor it can split and fa leaves whole (or splits over size-1 axes only): an
+        all-to-all rather than a gather."""
+        kept = self.sanitize(fa)
+        used = {a for axes in kept.values() for a in axes}
+        dropped = tuple(a for axes in fa.values() for a in axes if a not in used)
+        if not dropped:
+            return []
+        moved = [(f, kept.get(f, ()) + dropped) for f in range(len(self.rule.factors))]
+        return [
+            {**kept, f: axes}
+            for f, axes in moved
+            if self.size(kept.get(f, ())) == 1 and self.splittable(f, axes)  # size-1: unsplit
+        ]
 
 
 def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
