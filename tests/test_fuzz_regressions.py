@@ -296,3 +296,19 @@ def test_an_update_before_a_segment_sum_moves_rows_to_columns(spec, at, k):
     args = counting((8, 8), jnp.float32), jnp.ones((7, 8), jnp.float32), ids
     spmd, theirs = partitioned_and_xla(f, *args, mesh=mesh)
     assert spmd.wire_bytes <= xla_bytes(theirs)
+
+
+@pytest.mark.parametrize("start", [-3, -1, 0, 2, 3, 5, 8])
+def test_a_clamped_dynamic_slice_before_a_reshard_reads_the_clamped_rows(start):
+    """int32[2,6] on Mesh(z=4, w=2, y=1), transposed, 4 rows read at a dynamic start, then
+    re-split by rows: XLA:CPU folded the local dynamic_slice into the reshard's and clamped
+    the start with the wrong bound (rows 4:6 where 2:4 was right: 2.0 off), for every start
+    outside 0..2. The local op now clamps its starts itself (kernels.clamped_starts)."""
+    mesh = gv.Mesh({"z": 4, "w": 2, "y": 1})
+
+    def f(h, i):
+        h = gv.mesh_split(h, mesh, ("z", ("y", "w"))).T
+        return gv.mesh_split(jax.lax.dynamic_slice(h, (i, 0), (4, 2)), mesh, ("w", None))
+
+    args = counting((2, 6), jnp.int32), jnp.int32(start)
+    partitioned_and_xla(f, *args, mesh=mesh)  # exact against the unpartitioned program

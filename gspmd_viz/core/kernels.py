@@ -203,6 +203,23 @@ def written_indices(indices, at: WriteAt):
     return jnp.where(outside[..., None], jnp.asarray(-1).astype(indices.dtype), indices)
 
 
+FIRST_START = {"dynamic_slice": 1, "dynamic_update_slice": 2}  # primitive -> its first start
+
+
+def clamped_starts(primitive: str, args: list, params: dict) -> list:
+    """A dynamic slice's (or update's) start indices clamped into range on the local buffers,
+    as the primitive itself clamps them. Written out, the clamp survives XLA:CPU folding the
+    slice into a later dynamic_slice (a reshard's), which clamps with the later slice's bound:
+    jax 0.10.2 compiles dynamic_slice(dynamic_slice(x[6], 5, 4), 0, 2) to x[4:6], not x[2:4]."""
+    first = FIRST_START[primitive]
+    sizes = params["slice_sizes"] if primitive == "dynamic_slice" else args[1].shape
+    starts = [
+        jnp.clip(jnp.asarray(start), 0, n - size).astype(jnp.asarray(start).dtype)
+        for start, n, size in zip(args[first:], args[0].shape, sizes, strict=True)
+    ]
+    return [*args[:first], *starts]
+
+
 def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
     """Bind the primitive on local buffers (after masking padding); returns a list."""
     if entry_for(eqn).identity:
@@ -214,6 +231,8 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
         args[1] = written_indices(args[1], lookup)
     elif lookup is not None:
         args[1], valid = local_indices(args[1], lookup)
+    if eqn.primitive in FIRST_START:
+        args = clamped_starts(eqn.primitive, args, params)
     try:
         out = eqn.eqn.primitive.bind(*args, **params)
     except Exception as err:  # name the equation, say what to do
