@@ -312,3 +312,22 @@ def test_a_clamped_dynamic_slice_before_a_reshard_reads_the_clamped_rows(start):
 
     args = counting((2, 6), jnp.int32), jnp.int32(start)
     partitioned_and_xla(f, *args, mesh=mesh)  # exact against the unpartitioned program
+
+
+def test_an_annotated_constant_is_made_again_where_it_is_needed():
+    """jnp.where(mask, h, zero) with the mask and an annotated zeros split by columns and h by
+    rows: the select ran on both splits and gathered its f32 result (192 B); XLA gathers the
+    pred mask (48 B) and makes the zeros where they are read. So do we now (core/remake.py):
+    no collective moves a value made from scalars."""
+    mesh = gv.Mesh({"x": 2, "y": 4})
+
+    def f(h, g):
+        keep = gv.mesh_split(g, mesh, (None, "y")) > 0
+        zero = gv.mesh_split(jnp.zeros((8, 16), h.dtype), mesh, (None, "y"))
+        out = jnp.where(keep, gv.mesh_split(h, mesh, ("x", None)), zero)
+        return gv.mesh_split(out, mesh, ("x", None))
+
+    x = counting((8, 16), jnp.float32)
+    spmd, theirs = partitioned_and_xla(f, x, x.T.reshape(8, 16), mesh=mesh)
+    assert spmd.wire_bytes <= xla_bytes(theirs)
+    assert [c.kind for c in spmd.collectives] == ["all-gather"]  # the mask's

@@ -29,9 +29,10 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      instruction reads) and the plan's record, a checkpoint's
                                      recomputation kept apart, all-gather combining, and
                                      running instructions from a table
-  partition    split lookahead regions partition whole_plan
+  partition    split lookahead remake regions partition whole_plan
                                      choosing each equation's split; what handing its
-                                     results on costs, one reader ahead; loops partitioned
+                                     results on costs, one reader ahead; values made from
+                                     scalars made again where needed; loops partitioned
                                      once into a per-device loop; the pass itself; its
                                      greedy plan against following propagation everywhere
   programs     pipeline pipeline_gspmd training
@@ -43,6 +44,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
 families families_indexed registry propagation propagate collective halo halo_exchange halo_ops
 halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine split_cost
-recompute combine execute split lookahead regions partition whole_plan pipeline pipeline_gspmd
-training
+recompute combine execute split lookahead remake regions partition whole_plan pipeline
+pipeline_gspmd training
 """

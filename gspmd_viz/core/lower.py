@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from gspmd_viz.core.registry import entry_for
+from gspmd_viz.core.spmd import Compute
 
 GLOBAL_SHARDING_PARAMS = ("sharding", "out_sharding")
 
@@ -170,3 +171,26 @@ def counting_offsets(eqn, result_axes) -> tuple[Offset, ...]:
     dim = eqn.params[key]
     axes = result_axes[0][dim]
     return (Offset(dim, axes),) if axes else ()
+
+
+def local_compute(q, ins, op_shardings, results, masks) -> Compute:
+    """The local op of one equation split as `q` (split.EquationSplit) chose: params rewritten
+    for local shapes, offsets, a split lookup."""
+    eqn = q.eqn
+    params = local_params(
+        eqn,
+        [s.shard_shape(v.shape) for s, v in zip(op_shardings, eqn.inputs, strict=True)],
+        [s.shard_shape(v.shape) for s, v in zip(results, eqn.outputs, strict=True)],
+    )
+    offsets = counting_offsets(eqn, [s.spec for s in results])
+    lookup, indexed = None, q.lookup or entry_for(eqn).written_dims
+    if indexed:  # a gather reads (a scatter writes) the operand's split rows where they lie
+        local = op_shardings[0].shard_shape(eqn.inputs[0].shape)
+        at = lookup_of if q.lookup else write_at
+        lookup = at(eqn, op_shardings[0], local)
+    if isinstance(lookup, WriteAt):
+        params = write_params(params)
+    outs = tuple(v.name for v in eqn.outputs)
+    return Compute(
+        eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup
+    )

@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.core import block_moves, halo_ops, lookahead, lower, regions
+from gspmd_viz.core import block_moves, halo_ops, lookahead, lower, regions, remake
 from gspmd_viz.core.execute import SPMDProgram
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
@@ -93,7 +93,8 @@ class Partitioner:
 
     # --- getting a value into the sharding a consumer needs -------------------------------
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        return min(cached_plan(s, target, v.shape, v.dtype).wire_bytes for s, _ in self.versions[v])
+        cost = min(cached_plan(s, target, v.shape, v.dtype).wire_bytes for s, _ in self.versions[v])
+        return 0.0 if cost and remake.remade_split(self, v, target) else cost
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
         src, name = min(
@@ -102,6 +103,8 @@ class Partitioner:
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name
+        if plan.wire_bytes and (how := remake.remade_split(self, v, target)):
+            return remake.remake(self, v, target, how)  # made from scalars: made again
         dst = self.fresh(v.name)
         self.instructions.append(Reshard(v, name, dst, plan, consumer))
         self.versions[v].append((target, dst))
@@ -168,7 +171,7 @@ class Partitioner:
             masks += self.masks(q, fa, i, target)
         splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
         results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
-        compute = self.compute(q, ins, tuple(op_shardings), results, masks)
+        compute = lower.local_compute(q, ins, tuple(op_shardings), results, masks)
         if splits:  # the op runs on window-ready input: no padding, no base dilation
             params = halo_ops.local_params(eqn.eqn, splits, compute.params)
             local_op = halo_ops.local_op(eqn.eqn)
@@ -222,28 +225,6 @@ class Partitioner:
             note = f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
             if note not in self.notes:
                 self.notes.append(note)
-
-    @staticmethod
-    def compute(q: EquationSplit, ins, op_shardings, results, masks) -> Compute:
-        """The local op: params rewritten for local shapes, offsets, a split lookup."""
-        eqn = q.eqn
-        params = lower.local_params(
-            eqn,
-            [s.shard_shape(v.shape) for s, v in zip(op_shardings, eqn.inputs, strict=True)],
-            [s.shard_shape(v.shape) for s, v in zip(results, eqn.outputs, strict=True)],
-        )
-        offsets = lower.counting_offsets(eqn, [s.spec for s in results])
-        lookup, indexed = None, q.lookup or entry_for(eqn).written_dims
-        if indexed:  # a gather reads (a scatter writes) the operand's split rows where they lie
-            local = op_shardings[0].shard_shape(eqn.inputs[0].shape)
-            at = lower.lookup_of if q.lookup else lower.write_at
-            lookup = at(eqn, op_shardings[0], local)
-        if isinstance(lookup, lower.WriteAt):
-            params = lower.write_params(params)
-        outs = tuple(v.name for v in eqn.outputs)
-        return Compute(
-            eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup
-        )
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
         v, out = q.eqn.inputs[i], []
