@@ -145,8 +145,8 @@ class Mover:
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
                 for e, extra in growth.items():
-                    if e == d or extra[:k] != axes:
-                        continue
+                    if e == d or sorted(extra[:k]) != sorted(axes):  # other order: a permute
+                        continue  # after it puts the shards in place
                     if not (self.nests(d, keep, axes) and self.nests(e, spec[e], axes)):
                         continue
                     new_spec = _set(_set(spec, d, keep), e, spec[e] + axes)
