@@ -213,9 +213,10 @@ def clamped_starts(primitive: str, args: list, params: dict) -> list:
     jax 0.10.2 compiles dynamic_slice(dynamic_slice(x[6], 5, 4), 0, 2) to x[4:6], not x[2:4]."""
     first = FIRST_START[primitive]
     sizes = params["slice_sizes"] if primitive == "dynamic_slice" else args[1].shape
+    starts = [jnp.asarray(start) for start in args[first:]]
     starts = [
-        jnp.clip(jnp.asarray(start), 0, n - size).astype(jnp.asarray(start).dtype)
-        for start, n, size in zip(args[first:], args[0].shape, sizes, strict=True)
+        jnp.clip(start, 0, n - size).astype(start.dtype)
+        for start, n, size in zip(starts, args[0].shape, sizes, strict=True)
     ]
     return [*args[:first], *starts]
 

@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
+from gspmd_viz.core import halo_ops
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.spmd import Compute
 
@@ -194,3 +195,15 @@ def local_compute(q, ins, op_shardings, results, masks) -> Compute:
     return Compute(
         eqn, tuple(ins), outs, params, results, op_shardings, tuple(masks), offsets, lookup
     )
+
+
+def halo_fill(eqn, ins, k: int):
+    """What the exchange of operand k's halos pads with: pad's padding value (a buffer name or a
+    Literal from `ins`; None without them), what a max (min) pool never picks, or zero."""
+    fill = halo_ops.pad_value(eqn.eqn)
+    if fill == halo_ops.OPERAND_1:
+        return None if ins is None else ins[1]
+    if fill in (halo_ops.LOWEST, halo_ops.HIGHEST):
+        combine = "max" if fill == halo_ops.LOWEST else "min"
+        return identity_element(combine, eqn.inputs[k].dtype)
+    return fill

@@ -145,8 +145,9 @@ class Mover:
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
                 for e, extra in growth.items():
-                    if e == d or sorted(extra[:k]) != sorted(axes):  # other order: a permute
-                        continue  # after it puts the shards in place
+                    # the axes dst adds to dim e, in any order: a permute then puts blocks in place
+                    if e == d or sorted(extra[:k]) != sorted(axes):
+                        continue
                     if not (self.nests(d, keep, axes) and self.nests(e, spec[e], axes)):
                         continue
                     new_spec = _set(_set(spec, d, keep), e, spec[e] + axes)

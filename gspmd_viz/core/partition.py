@@ -242,25 +242,35 @@ class Partitioner:
 
     def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
         """Exchange operand k's halos; returns the window-ready buffer's name."""
-        v, fill = eqn.inputs[k], halo_ops.pad_value(eqn.eqn)
+        v, fill = eqn.inputs[k], lower.halo_fill(eqn, ins, k)
         if not isinstance(v, Value):  # a captured constant, in its Const buffer ins[k]
             v = Value(-1, v.shape, v.dtype, ins[k])
-        if fill == halo_ops.OPERAND_1:  # pad's padding value: a buffer name or a Literal
-            fill = ins[1]
-        elif fill in (halo_ops.LOWEST, halo_ops.HIGHEST):  # what max (min) never picks
-            fill = lower.identity_element("max" if fill == halo_ops.LOWEST else "min", v.dtype)
-        key = (ins[k], splits, halo_ops.fill_key(fill))
-        for done in self.instructions:  # the same exchange already made here (a max pool's
-            # gradient reads the operand its forward pooling read): reuse it
+        done = self.exchange_done(ins[k], splits, fill)
+        if done:  # made here already (a max pool's gradient reads its forward's operand)
+            return done
+        dst = self.fresh(v.name)
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source, eqn))
+        return dst
+
+    def exchange_done(self, src: str, splits, fill) -> str | None:
+        """The window-ready buffer of an exchange of `src`'s halos made already, or None."""
+        key = (src, splits, halo_ops.fill_key(fill))
+        for done in self.instructions:
             if (
                 isinstance(done, Halo)
                 and (done.src, done.splits, halo_ops.fill_key(done.fill)) == key
             ):
                 return done.dst
-        dst = self.fresh(v.name)
-        source = f"eqn {eqn.index} {eqn.primitive}"
-        self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source, eqn))
-        return dst
+        return None
+
+    def exchanged(self, eqn: Equation, k: int, sharding: Sharding, splits) -> bool:
+        """split.Costs: an exchange the split would reuse costs nothing more."""
+        v, fill = eqn.inputs[k], lower.halo_fill(eqn, None, k)
+        if not isinstance(v, Value) or fill is None or v not in self.versions:
+            return False
+        names = [name for s, name in self.versions[v] if s == sharding]
+        return any(self.exchange_done(name, splits, fill) for name in names)
 
     def combine(self, eqn: Equation, s: Sharding, how: str, axes, operand) -> None:
         """Combine partial results right away: all-reduce partial max/min; for argmax/argmin

@@ -5,7 +5,8 @@ A plan is a list of steps over the sharding's spec. Each step is one of (XLA: Re
   all-reduce          resolve pending partial sums over some axes; or un-split a dim whose
                       gathered blocks would be mostly padding by summing zero-padded blocks
   reduce-scatter      resolve pending sums and split a dim over the same axes at once
-  all-to-all          move axes from one tensor dim to another
+  all-to-all          move axes from one tensor dim to another (in another order than dst's:
+                      a collective-permute after it puts the blocks in place)
   all-gather          un-split the minor axes of a dim
   collective-permute  every new shard lies inside an old one: its holder slices it out and
                       sends it (same tiling, other device order is the case with no slicing)

@@ -1,16 +1,18 @@
 """Choosing how one equation splits its factors over mesh axes, by what each choice costs.
 
 Candidates: the split propagation settled on, and the split each operand (in every sharding it
-is already available in) or result implies, and for a windowed op (concatenate, pad) what its
-consumers ask for or nothing split (gathering a concatenation's operands once beats a halo per
-operand or gathering its result; elsewhere that greedy choice can cost more later, as in the MoE
-example). A candidate is sanitized (only factors that may be split: pass, reductions that
-combine, lookups, halo-free windows; compound dims in contiguous blocks; each mesh axis once)
-and costed: resharding the operands to it, plus moving the results to what their consumers will
-ask for, in wire bytes; split_cost ranks the candidates by those bytes after memory and work
-done twice, and before time. An equation with several rules (a conv: each spatial dim split
-with halos around its output rows, or as partial sums over its window taps) has the candidates
-of each costed; halos that cover a dim (where XLA gathers) win only when cheaper.
+is already available in; axes on a dim the equation cannot split moved to one it can) or result
+implies, and for a windowed op (concatenate, pad) what its consumers ask for or nothing split
+(gathering a concatenation's operands once beats a halo per operand or gathering its result;
+elsewhere that greedy choice can cost more later, as in the MoE example). A candidate is
+sanitized (only factors that may be split: pass, reductions that combine, lookups, halo-free
+windows; compound dims in contiguous blocks; each mesh axis once) and costed: resharding the
+operands to it, plus moving the results to what their consumers will ask for (or a value's only
+reader splitting to match, if cheaper: lookahead.py), in wire bytes; split_cost ranks the
+candidates by those bytes after memory and work done twice, and before time. An equation with
+several rules (a conv: each spatial dim split with halos around its output rows, or as partial
+sums over its window taps) has the candidates of each costed; halos that cover a dim (where XLA
+gathers) win only when cheaper.
 # XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
 """
 
@@ -45,6 +47,9 @@ class Costs(Protocol):
 
     def handoff_cost(self, v: Value, local: Sharding) -> float:
         """Wire bytes to hand v, split as `local`, to its consumers."""
+
+    def exchanged(self, eqn: Equation, k: int, sharding: Sharding, splits) -> bool:
+        """Were operand k's halos (in `sharding`, for `splits`) exchanged already?"""
 
     chip: object  # a split_cost.ChipCost, or None (no chip: FLOPs break ties)
 
@@ -143,11 +148,14 @@ class EquationSplit:
             if f in self.halo and not self.whole_windows(f, fa[f])
         )
 
-    def halo_bytes(self, fa: FactorAxes) -> float:
-        """Bytes a device sends in the halo exchanges this split needs."""
+    def halo_bytes(self, fa: FactorAxes, exchanged=None) -> float:
+        """Bytes a device sends in the halo exchanges this split needs (but those
+        `exchanged(operand, its sharding, splits)` says were made already)."""
         total = 0.0
         for k in self.halo_operands:
             splits, v = self.halo_splits(fa, k), self.eqn.inputs[k]
+            if exchanged and splits and exchanged(k, self.operand_sharding(fa, k), splits):
+                continue
             local = self.operand_sharding(fa, k).shard_shape(v.shape)
             total += sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype))
         return float(total)
@@ -237,7 +245,7 @@ class EquationSplit:
 
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn
-        total = self.halo_bytes(fa)
+        total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
             (v, self.operand_sharding(fa, i))
             for i, v in enumerate(e.inputs)
@@ -247,8 +255,7 @@ class EquationSplit:
         return total + self.handoff_bytes(fa, costs.handoff_cost)
 
     def handoff_bytes(self, fa: FactorAxes, handoff) -> float:
-        """Bytes to combine this split's partial results and hand each result on
-        (`handoff(value, local sharding)`: what its consumers will ask for)."""
+        """Bytes to combine partial results and hand each result on (`handoff(v, local)`)."""
         total = 0.0
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
