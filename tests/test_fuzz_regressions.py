@@ -331,3 +331,20 @@ def test_an_annotated_constant_is_made_again_where_it_is_needed():
     spmd, theirs = partitioned_and_xla(f, x, x.T.reshape(8, 16), mesh=mesh)
     assert spmd.wire_bytes <= xla_bytes(theirs)
     assert [c.kind for c in spmd.collectives] == ["all-gather"]  # the mask's
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_an_update_that_must_gather_its_rows_is_not_moved_to_columns_and_back(start):
+    """int32[8,5] rows split over z=4, one row updated at a dynamic start: the update cannot
+    split rows, so it gathers them (120 B, as XLA). Moving the split to the 5 columns instead
+    (no work twice, said the ranking) and gathering those padded columns after sent 240 B: an
+    op that only moves data and must gather anyway does no work twice done whole."""
+    mesh = gv.Mesh({"z": 4, "w": 1, "y": 1})
+
+    def f(h, u, i):
+        h = gv.mesh_split(h, mesh, (("z", "y"), "w"))
+        return jax.lax.dynamic_update_slice(h, u, (i, 0))
+
+    args = counting((8, 5), jnp.int32), jnp.ones((1, 5), jnp.int32), jnp.int32(start)
+    spmd, theirs = partitioned_and_xla(f, *args, mesh=mesh)
+    assert spmd.wire_bytes <= xla_bytes(theirs)

@@ -85,13 +85,29 @@ def local_bytes(q, fa) -> int:
 def twice(q, fa, costs) -> int:
     """How many devices compute each result of the equation under `fa` although its operands
     arrive split so that they need not: the product of the sizes of the mesh axes that
-    `promised` names and `fa` splits no factor over. A windowed op that only moves data
-    (concatenate, pad) computes nothing: done whole, it may gather its operands once instead
-    of exchanging a halo per operand (XLA does)."""
-    if q.halo and entry_for(q.eqn).flops == 0:
+    `promised` names and `fa` splits no factor over. An op that only moves data computes
+    nothing, so done whole it does nothing twice where it must gather anyway: a windowed op
+    (concatenate, pad) may gather its operands once instead of exchanging a halo per operand,
+    and a dynamic update of part of a split dim may gather it rather than move the split to
+    another dim and back (XLA gathers)."""
+    if entry_for(q.eqn).flops == 0 and (q.halo or _gathers_anyway(q, costs)):
         return 1
     used = {a for axes in fa.values() for a in axes}
     return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
+
+
+def _gathers_anyway(q, costs) -> bool:
+    """Does an operand arrive split on a factor the equation must hold whole (not a lookup's
+    indexed dim, which splits: each device looks up the rows it holds)?"""
+    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
+        if isinstance(v, Value):
+            split = q.from_tensor(tensor, costs.available(v)[0])
+            if any(
+                q.rule.factors[f].kind == "need_replication" and f not in q.lookup and q.size(a) > 1
+                for f, a in split.items()
+            ):
+                return True
+    return False
 
 
 def promised(q, costs) -> set[str]:
