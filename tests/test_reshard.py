@@ -166,7 +166,7 @@ def test_an_axis_is_swapped_for_an_equal_free_one_before_gathering():
 
 
 @pytest.mark.parametrize("shape", [(6, 5), (8, 8)])
-def test_axes_moved_to_another_dim_in_another_order_go_all_to_all_then_permute(shape):
+def test_axes_moved_to_another_dim_in_another_order_are_not_gathered(shape):
     """f32[6, 5@(y,x)] -> [6@(x,y), 5] on Mesh(x=4, y=2, w=1) (found by benchmarks/fuzz.py):
     the all-to-all only moved axes in the order the destination names them, so this gathered
     the columns (168 B). XLA moves them all-to-all and puts the blocks in order with one
