@@ -348,3 +348,23 @@ def test_an_update_that_must_gather_its_rows_is_not_moved_to_columns_and_back(st
     args = counting((8, 5), jnp.int32), jnp.ones((1, 5), jnp.int32), jnp.int32(start)
     spmd, theirs = partitioned_and_xla(f, *args, mesh=mesh)
     assert spmd.wire_bytes <= xla_bytes(theirs)
+
+
+@pytest.mark.parametrize("start", [-2, 5, 10])
+def test_the_one_device_oracle_reads_the_clamped_rows(start):
+    """f32[8,6] on Mesh(y=5, z=1): 4 rows at a dynamic start, then row -3 of those (a gather,
+    mode fill): jax.jit of the unannotated program folds the gather into the dynamic_slice
+    with XLA:CPU's wrong clamp, so the oracle itself was 18.0 off (benchmarks/fuzz.py called
+    our right answer wrong). prog.unpartitioned clamps starts as the primitive does."""
+    mesh = gv.Mesh({"y": 5, "z": 1})
+
+    def f(h, i, idx):
+        h = jax.lax.dynamic_slice(gv.mesh_split(h, mesh, ("z", "y")), (i, 0), (4, 6))
+        return _triple(h.at[idx].get(mode="fill"))
+
+    x = counting((8, 6), jnp.float32)
+    args = x, jnp.int32(start), jnp.asarray([-3], jnp.int32)
+    first = min(max(start + 8 if start < 0 else start, 0), 4)  # wrapped, then clamped
+    expected = 3 * np.asarray(x)[first : first + 4][[1]]
+    np.testing.assert_array_equal(gv.trace(f, *args).unpartitioned(*args), expected)
+    partitioned_and_xla(f, *args, mesh=mesh)  # ours equals it

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.lower import Lookup, Mask, Offset, WriteAt
+from gspmd_viz.core.program import FIRST_START, clamped_starts
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 
@@ -201,24 +202,6 @@ def written_indices(indices, at: WriteAt):
         outside |= (local < 0) | (local >= d.local)
         indices = indices.at[..., d.component].set(local)
     return jnp.where(outside[..., None], jnp.asarray(-1).astype(indices.dtype), indices)
-
-
-FIRST_START = {"dynamic_slice": 1, "dynamic_update_slice": 2}  # primitive -> its first start
-
-
-def clamped_starts(primitive: str, args: list, params: dict) -> list:
-    """A dynamic slice's (or update's) start indices clamped into range on the local buffers,
-    as the primitive itself clamps them. Written out, the clamp survives XLA:CPU folding the
-    slice into a later dynamic_slice (a reshard's), which clamps with the later slice's bound:
-    jax 0.10.2 compiles dynamic_slice(dynamic_slice(x[6], 5, 4), 0, 2) to x[4:6], not x[2:4]."""
-    first = FIRST_START[primitive]
-    sizes = params["slice_sizes"] if primitive == "dynamic_slice" else args[1].shape
-    starts = [jnp.asarray(start) for start in args[first:]]
-    starts = [
-        jnp.clip(start, 0, n - size).astype(start.dtype)
-        for start, n, size in zip(starts, args[0].shape, sizes, strict=True)
-    ]
-    return [*args[:first], *starts]
 
 
 def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
