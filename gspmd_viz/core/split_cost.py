@@ -96,18 +96,24 @@ def twice(q, fa, costs) -> int:
     return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
 
 
+def arrivals(q, costs) -> list[tuple]:
+    """(factors, sharding, the factor split it implies) of each operand as it arrives."""
+    found = []
+    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
+        if isinstance(v, Value):
+            sharding = costs.available(v)[0]
+            found.append((tensor, sharding, q.from_tensor(tensor, sharding)))
+    return found
+
+
 def _gathers_anyway(q, costs) -> bool:
     """Does an operand arrive split on a factor the equation must hold whole (not a lookup's
     indexed dim, which splits: each device looks up the rows it holds)?"""
-    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
-        if isinstance(v, Value):
-            split = q.from_tensor(tensor, costs.available(v)[0])
-            if any(
-                q.rule.factors[f].kind == "need_replication" and f not in q.lookup and q.size(a) > 1
-                for f, a in split.items()
-            ):
-                return True
-    return False
+    return any(
+        q.rule.factors[f].kind == "need_replication" and f not in q.lookup and q.size(a) > 1
+        for _, _, split in arrivals(q, costs)
+        for f, a in split.items()
+    )
 
 
 def promised(q, costs) -> set[str]:
@@ -119,13 +125,10 @@ def promised(q, costs) -> set[str]:
     (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced)."""
     found: dict[int, list[set[str]]] = {}
     axes = set()
-    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
-        if isinstance(v, Value):
-            sharding = costs.available(v)[0]
-            axes |= set(sharding.unreduced)
-            split = q.from_tensor(tensor, sharding)
-            for f in {f for fs in tensor for f in fs}:
-                found.setdefault(f, []).append(set(split.get(f, ())))
+    for tensor, sharding, split in arrivals(q, costs):
+        axes |= set(sharding.unreduced)
+        for f in {f for fs in tensor for f in fs}:
+            found.setdefault(f, []).append(set(split.get(f, ())))
     for sets in found.values():
         agreed = set.intersection(*sets)
         axes |= agreed if agreed or not all(sets) else set.union(*sets)
