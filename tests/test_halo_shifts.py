@@ -7,7 +7,7 @@ Oracles: the unpartitioned program (Program.unpartitioned) for values; XLA's par
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from jax import lax
 from oracles import partitioned_and_xla
@@ -58,10 +58,12 @@ KINDS = ["pad", "slice", "dynamic_slice", "concatenate"]
     st.integers(0, 12),
     st.integers(0, 5),
 )
+@example("pad", 1, 9, 4, 0, 1, 0)
 def test_shifts_are_exact_and_move_only_boundary_elements(kind, rows, n, shards, a, b, c):
-    """Bytes: never more than all-gathering the split dim (closed form). Not always <= XLA's
-    yet: a permute round sends the hull of what its senders send (one static slice), where XLA
-    cuts each sender's piece at its own offset and packs rounds with disjoint senders."""
+    """Bytes: never more than XLA's. Rounds by distance send the hull of their senders' pieces;
+    on uneven splits, pieces of different distances packed into rounds of distinct senders and
+    receivers send less, as XLA's compact exchange does (a pad of 9 over 4 shards: 16 B
+    before, 8 B as XLA)."""
     f, x, mesh = _program(kind, rows, n, shards, a, b, c)
     try:
         prog = gv.trace(f, x)
@@ -74,22 +76,10 @@ def test_shifts_are_exact_and_move_only_boundary_elements(kind, rows, n, shards,
     spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
     ours = spmd.collectives
     mine, xla = spmd.wire_bytes, sum(c.wire_bytes for c in theirs)
-    gathers = sum(_all_gather_bytes(v, shards) for v in _split_inputs(spmd))
-    assert mine <= max(gathers, xla) + 1e-9, ([str(c) for c in ours], [str(c) for c in theirs])
+    assert mine <= xla + 1e-9, ([str(c) for c in ours], [str(c) for c in theirs])
     # the shift's own collectives are permutes; a gather only where it is cheaper than XLA's
     gathered = [c for c in ours if c.kind != "collective-permute"]
     assert not gathered or mine < xla, [str(c) for c in ours]
-
-
-def _all_gather_bytes(v, shards: int) -> float:
-    """Ring all-gather of v's split last dim: (S - 1) padded shards sent per device."""
-    return v.shape[0] * -(-v.shape[-1] // shards) * (shards - 1) * np.dtype(v.dtype).itemsize
-
-
-def _split_inputs(spmd):
-    """Values whose split dim a shift reads (each could be all-gathered instead)."""
-    return [e.inputs[k] for e in spmd.program.equations if e.primitive in KINDS
-            for k in range(len(e.inputs)) if getattr(e.inputs[k], "ndim", 0) == 2]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -99,6 +89,22 @@ def test_a_shift_on_an_even_split_moves_no_more_than_xla(kind):
     assert {c.kind for c in spmd.collectives} == {"collective-permute"}
     assert any(kind in c.source for c in spmd.collectives)
     assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
+
+
+def test_an_uneven_slice_packs_pieces_of_different_distances_as_xla_does():
+    """x[0:4] of 9 elements over 4 shards of 3: shard i keeps [i, i + 1) of the result, which
+    lies on shard 0 for i <= 2 and on shard 1 for i = 3. One round per distance sent the hull
+    of its pieces, 1 + 3 elements (16 B); packing pieces of different distances into rounds of
+    distinct senders and receivers sends 2 + 1 (12 B), as XLA does."""
+    mesh = gv.Mesh({"x": 4})
+
+    def f(x):
+        x = gv.mesh_split(x, mesh, (None, "x"))
+        return gv.mesh_split(x[:, 0:4], mesh, (None, "x"))
+
+    spmd, theirs = partitioned_and_xla(f, jnp.arange(9.0)[None], mesh=mesh)
+    assert {c.kind for c in spmd.collectives} == {"collective-permute"}
+    assert spmd.wire_bytes == sum(c.wire_bytes for c in theirs) == 12
 
 
 @pytest.mark.parametrize("shift", [2, 3, -5])

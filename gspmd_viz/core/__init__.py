@@ -14,11 +14,11 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      entry per primitive (everything the passes know about it)
   propagate    propagation propagate the plain record, and the algorithm that fills it
   collectives  collective            a collective and its wire bytes
-  halo         halo halo_exchange halo_ops halo_program block_moves
-                                     halo arithmetic (rounds packed into one permute), the
-                                     per-device exchange, windowed ops per dim, whole
-                                     spatially split conv nets, and rolls and flips that
-                                     move whole blocks
+  halo         halo_rounds halo halo_exchange halo_ops halo_program block_moves
+                                     permute rounds (packed by distance or by source), halo
+                                     arithmetic, the per-device exchange, windowed ops per
+                                     dim, whole spatially split conv nets, and rolls and
+                                     flips that move whole blocks
   reshard      moves reshard         the single steps between shardings; the cheapest plan
   execute      spmd spmd_regions lower kernels reduce_combine split_cost recompute combine
                execute               per-device instructions (loops and branches apart) as
@@ -42,8 +42,8 @@ Read the modules top to bottom in this order; each imports only modules above it
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
-families families_indexed registry propagation propagate collective halo halo_exchange halo_ops
-halo_program block_moves moves reshard spmd spmd_regions lower kernels reduce_combine split_cost
-recompute combine execute split lookahead remake regions partition whole_plan pipeline
-pipeline_gspmd training
+families families_indexed registry propagation propagate collective halo_rounds halo
+halo_exchange halo_ops halo_program block_moves moves reshard spmd spmd_regions lower kernels
+reduce_combine split_cost recompute combine execute split lookahead remake regions partition
+whole_plan pipeline pipeline_gspmd training
 """

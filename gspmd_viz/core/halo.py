@@ -13,10 +13,8 @@ shard i then needs input elements [start(i), limit(i)), which reach past its own
 These equal XLA's offset calculations (REFERENCE.md "Halo exchange"; XLA:
 PartitionedHlo::ReshardAsWindowedInput), which tests check on random configs.
 
-`HaloPlan.transfers` is the exchange: one collective-permute per (side, distance), each
-sending the same slice of every sender's shard, only to shards whose real windows read it.
-XLA sends the widest halo over every link (ExchangeHalo); this plan trims each round to the
-hull of what its receivers read, so it never sends more.
+`HaloPlan.transfers` is the exchange: collective-permute rounds (halo_rounds.py), each sending
+the same slice of every sender's shard, only to shards whose real windows read it.
 """
 
 from __future__ import annotations
@@ -25,51 +23,12 @@ import dataclasses
 import functools
 from typing import NamedTuple
 
+from gspmd_viz.core.halo_rounds import Transfer, cheapest_rounds
+
 
 class Sides(NamedTuple):
     left: int
     right: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Transfer:
-    """One collective-permute round: every source shard sends `[lo, hi)` of its own shard to
-    the shard `distance` away on `side` ("left": the receivers' left halo, data flows to higher
-    shard indices; "right": their right halo, data flows down). A packed round also carries
-    other distances (either side) to receivers the first does not reach, from other senders."""
-
-    side: str  # of the first distance; `sides` for a packed round
-    distance: int  # the first; `distances` for a packed round
-    lo: int
-    hi: int
-    pairs: tuple[tuple[int, int], ...]  # (source shard, target shard)
-    landings: tuple[int, ...]  # per pair: where element `lo` lands, relative to the
-    # receiver's own first element: lo + (source − target)·shard size
-
-    @property
-    def size(self) -> int:
-        return self.hi - self.lo
-
-    @property
-    def distances(self) -> tuple[int, ...]:
-        return tuple(sorted({abs(src - dst) for src, dst in self.pairs}))
-
-    @property
-    def sides(self) -> tuple[str, ...]:
-        return tuple(s for s in ("left", "right") if any((a < b) == (s == "left")
-                                                         for a, b in self.pairs))  # fmt: skip
-
-    @property
-    def packed(self) -> bool:
-        """Several distances in one permute: the piece lands in a different place at each."""
-        return len(set(self.landings)) > 1
-
-    @property
-    def at(self) -> int:
-        """Where element `lo` lands at every receiver (a round of one distance)."""
-        if self.packed:
-            raise ValueError(f"a packed round lands per receiver: {self.landings}")
-        return self.landings[0]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -175,7 +134,7 @@ class HaloPlan:
 
     @functools.cached_property
     def transfers(self) -> tuple[Transfer, ...]:
-        return _transfers(self)
+        return cheapest_rounds(self)
 
     @property
     def rounds(self) -> Sides:
@@ -215,54 +174,6 @@ class HaloPlan:
             for src, _ in t.pairs:
                 sent[src] += t.size
         return sent
-
-
-def _round_piece(plan: HaloPlan, side: str, distance: int) -> Transfer | None:
-    """The slice every source sends at this distance: the hull of what receivers read."""
-    n, step = plan.shard_size, (-1 if side == "left" else 1)
-    lo, hi, pairs = n, 0, []
-    for dst, read in enumerate(plan.reads):
-        src = dst + step * distance
-        if not 0 <= src < plan.shards:
-            continue
-        own = plan.owned(src)
-        a, b = max(read.start, own.start), min(read.stop, own.stop)
-        if a < b:
-            lo, hi = min(lo, a - n * src), max(hi, b - n * src)
-            pairs.append((src, dst))
-    if not pairs:
-        return None
-    return Transfer(side, distance, lo, hi, tuple(pairs), (lo + step * distance * n,) * len(pairs))
-
-
-def _pack(a: Transfer, b: Transfer) -> Transfer | None:
-    """Two rounds of the same slice whose sources and targets are all distinct as one
-    collective-permute (XLA: ExchangeHaloCompact; XLA also packs different slices as their
-    hull, which makes some shards send more than their receivers read: not here)."""
-    pairs = a.pairs + b.pairs
-    if len({s for s, _ in pairs}) < len(pairs) or len({d for _, d in pairs}) < len(pairs):
-        return None
-    if (a.lo, a.hi) != (b.lo, b.hi):
-        return None
-    return dataclasses.replace(a, pairs=pairs, landings=a.landings + b.landings)
-
-
-def _transfers(plan: HaloPlan) -> tuple[Transfer, ...]:
-    """One round per side and distance, packed into an earlier one where they fit."""
-    out: list[Transfer] = []
-    for side in ("left", "right"):
-        for distance in range(1, plan.shards):
-            piece = _round_piece(plan, side, distance)
-            if piece is None:
-                continue
-            for k, t in enumerate(out):
-                packed = _pack(t, piece)
-                if packed is not None:
-                    out[k] = packed
-                    break
-            else:
-                out.append(piece)
-    return tuple(out)
 
 
 def _gather_reason(plan: HaloPlan) -> str:

@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.collective import Collective
-from gspmd_viz.core.halo import HaloPlan, Transfer
+from gspmd_viz.core.halo import HaloPlan
+from gspmd_viz.core.halo_rounds import Transfer
 
 
 @dataclasses.dataclass(frozen=True)
