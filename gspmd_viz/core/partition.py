@@ -47,6 +47,7 @@ class Partitioner:
         self.live_set = {e for u in self.live() for e in self._equations_of(u)}
         self._wanted: dict[Value, list[Sharding]] = {}
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
+        self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
 
     def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
         if isinstance(unit, Loop | Cond):
@@ -92,14 +93,18 @@ class Partitioner:
         return f"{base}.{self._count[base]}"
 
     # --- getting a value into the sharding a consumer needs -------------------------------
+    def per_trip(self, v: Value, version: tuple[Sharding, str], target: Sharding) -> float:
+        """Bytes to reshard one version of v, per trip of the loop being partitioned: a loop
+        constant's reshard runs once, before the loop (regions.hoisted)."""
+        cost = cached_plan(version[0], target, v.shape, v.dtype).wire_bytes
+        return cost / self.trips if cost and regions.runs_once(self, version[1]) else cost
+
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        cost = min(cached_plan(s, target, v.shape, v.dtype).wire_bytes for s, _ in self.versions[v])
+        cost = min(self.per_trip(v, version, target) for version in self.versions[v])
         return 0.0 if cost and remake.remade_split(self, v, target) else cost
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
-        src, name = min(
-            self.versions[v], key=lambda sv: cached_plan(sv[0], target, v.shape, v.dtype).wire_bytes
-        )
+        src, name = min(self.versions[v], key=lambda version: self.per_trip(v, version, target))
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name

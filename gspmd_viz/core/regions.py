@@ -97,6 +97,26 @@ def hoisted(p, instructions: list, invariant: set[str]) -> tuple:
     return tuple(kept)
 
 
+def runs_once(p, name: str) -> bool:
+    """Is buffer `name` made before the loop whose body `p` is partitioning: a loop constant,
+    or a reshard or annotation of one (what `hoisted` moves out)? Then a reshard of it costs
+    its bytes once, not once per trip."""
+    if name in p.invariant:
+        return True
+    made = next((ins for ins in reversed(p.instructions) if name in _made(ins)), None)
+    if isinstance(made, Reshard):
+        return runs_once(p, made.src)
+    if made is not None and _annotation(made):
+        return all(isinstance(n, str) and runs_once(p, n) for n in made.ins)
+    return False
+
+
+def _made(ins) -> tuple:
+    if isinstance(ins, Reshard):
+        return (ins.dst,)
+    return getattr(ins, "outs", ())
+
+
 def _annotation(ins) -> bool:
     """A local op that computes nothing (sharding_constraint and the like)."""
     return isinstance(ins, Compute) and entry_for(ins.eqn).identity
@@ -116,13 +136,16 @@ def partition_loop(p, loop: Loop) -> RunLoop:
     params += [(x, s) for (_, x), s in zip(loop.xs, sliced, strict=True)]
     needed = [(c[2], s) for c, s in zip(loop.carries, carried, strict=True)]
     needed += [(y, s) for (y, _), s in zip(loop.ys, ys_sh, strict=True)]
+    outer = p.invariant, p.trips
+    p.invariant, p.trips = set(invariant), loop.trips
     body, names = _inside(p, loop.body, params, needed)
-    body = hoisted(p, body, invariant)
     cond, pred = (), None
     if loop.pred is not None:  # the predicate is replicated: every device takes the same branch
         cparams = list(zip(loop.cond_params, carried, strict=True))
         cond, (pred,) = _inside(p, loop.cond, cparams, [(loop.pred, Sharding(p.mesh, ()))])
-        cond = hoisted(p, cond, invariant)
+    p.invariant, p.trips = outer
+    body = hoisted(p, body, invariant)
+    cond = hoisted(p, cond, invariant)
     for c, s in zip(loop.carries, carried, strict=True):
         p.versions[c[3]] = [(s, c[3].name)]
     for (_, st), s in zip(loop.ys, ys_sh, strict=True):
