@@ -97,7 +97,9 @@ class Partitioner:
         """Bytes to reshard one version of v, per trip of the loop being partitioned: a loop
         constant's reshard runs once, before the loop (regions.hoisted)."""
         cost = cached_plan(version[0], target, v.shape, v.dtype).wire_bytes
-        return cost / self.trips if cost and regions.runs_once(self, version[1]) else cost
+        if cost and self.trips > 1 and regions.runs_once(self, version[1]):
+            return cost / self.trips
+        return cost
 
     def fetch_cost(self, v: Value, target: Sharding) -> float:
         cost = min(self.per_trip(v, version, target) for version in self.versions[v])
