@@ -368,3 +368,20 @@ def test_the_one_device_oracle_reads_the_clamped_rows(start):
     expected = 3 * np.asarray(x)[first : first + 4][[1]]
     np.testing.assert_array_equal(gv.trace(f, *args).unpartitioned(*args), expected)
     partitioned_and_xla(f, *args, mesh=mesh)  # ours equals it
+
+
+def test_a_comparison_gathered_for_the_output_moves_as_bool_before_it_widens():
+    """f32[5,8] on Mesh(y=3): transposed, compared with itself under vmap, converted back to
+    the input dtype and returned whole. The convert ran split and its 4-byte result was
+    gathered (120 B); every reader asks for it whole, so gathering the bool before converting
+    does no work twice that the gather would not and sends 30 B, as XLA does."""
+    mesh = gv.Mesh({"y": 3})
+
+    def f(x):
+        h = gv.mesh_split(x, mesh, (None, "y")).T
+        h = jax.vmap(lambda r: gv.mesh_split(r, mesh, ()) == r)(h).astype(h.dtype)
+        return gv.mesh_split(h, mesh, (None,))
+
+    spmd, theirs = partitioned_and_xla(f, counting((5, 8), jnp.float32), mesh=mesh)
+    assert [c.dtype for c in spmd.collectives] == [np.dtype(bool)]
+    assert spmd.wire_bytes == xla_bytes(theirs) == 30

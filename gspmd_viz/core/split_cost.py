@@ -89,8 +89,10 @@ def twice(q, fa, costs) -> int:
     nothing, so done whole it does nothing twice where it must gather anyway: a windowed op
     (concatenate, pad) may gather its operands once instead of exchanging a halo per operand,
     and a dynamic update of part of a split dim may gather it rather than move the split to
-    another dim and back (XLA gathers)."""
-    if entry_for(q.eqn).flops == 0 and (q.halo or _gathers_anyway(q, costs)):
+    another dim and back (XLA gathers); a result every consumer asks for whole is gathered
+    anyway, and a widening convert is cheaper to gather before it than after (XLA does)."""
+    moves_only = entry_for(q.eqn).flops == 0
+    if moves_only and (q.halo or _gathers_anyway(q, costs) or _asked_whole(q, costs)):
         return 1
     used = {a for axes in fa.values() for a in axes}
     return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
@@ -114,6 +116,12 @@ def _gathers_anyway(q, costs) -> bool:
         for _, _, split in arrivals(q, costs)
         for f, a in split.items()
     )
+
+
+def _asked_whole(q, costs) -> bool:
+    """Is every result asked for whole by all that read it (its consumers, or the output)?"""
+    wanted = [costs.wanted(v) for v in q.eqn.outputs]
+    return all(w and all(s.is_replicated for s in w) for w in wanted)
 
 
 def promised(q, costs) -> set[str]:
