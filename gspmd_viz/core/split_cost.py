@@ -89,8 +89,9 @@ def twice(q, fa, costs) -> int:
     nothing, so done whole it does nothing twice where it must gather anyway: a windowed op
     (concatenate, pad) may gather its operands once instead of exchanging a halo per operand,
     and a dynamic update of part of a split dim may gather it rather than move the split to
-    another dim and back (XLA gathers); a result every consumer asks for whole is gathered
-    anyway, and a widening convert is cheaper to gather before it than after (XLA does)."""
+    another dim and back (XLA gathers); and a result every consumer asks for whole is
+    gathered anyway, so the bytes decide where (a widening convert gathers its narrower
+    operand, as XLA does)."""
     moves_only = entry_for(q.eqn).flops == 0
     if moves_only and (q.halo or _gathers_anyway(q, costs) or _asked_whole(q, costs)):
         return 1
