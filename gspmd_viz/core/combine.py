@@ -28,7 +28,7 @@ def _gather_key(ins):
     return step.axes, step.collective.shape[step.dims[0]], step.collective.dtype
 
 
-def _defines(ins) -> tuple[str, ...]:
+def defines(ins) -> tuple[str, ...]:
     """The buffers an instruction writes."""
     if isinstance(ins, Compute | RunLoop | RunCond):
         return ins.outs
@@ -67,7 +67,7 @@ def combinable(instructions, inputs, apart=lambda ins: None):
                     group.append(other)
                     done.add(j)
         groups.append(group)
-        defined.update(name for g in group for name in _defines(g))
+        defined.update(name for g in group for name in defines(g))
     return groups, alias
 
 

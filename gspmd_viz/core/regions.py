@@ -13,6 +13,7 @@ constant (a weight the body reads) is the same every trip: it runs once, before 
 
 from collections.abc import Iterator
 
+from gspmd_viz.core.combine import defines
 from gspmd_viz.core.program import Cond, Equation, Loop, Program, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
@@ -86,35 +87,30 @@ def hoisted(p, instructions: list, invariant: set[str]) -> tuple:
     not per trip.  # [64@x, 32] -> all-gather(x) -> [64, 32]: outside the loop"""
     kept = []
     for ins in instructions:
-        if isinstance(ins, Reshard) and ins.src in invariant:
+        if _moves_out(ins, invariant.__contains__):
             p.instructions.append(ins)
-            invariant.add(ins.dst)
-        elif _annotation(ins) and set(ins.ins) <= invariant:
-            p.instructions.append(ins)
-            invariant.update(ins.outs)
+            invariant.update(defines(ins))
         else:
             kept.append(ins)
     return tuple(kept)
 
 
+def _moves_out(ins, before) -> bool:
+    """Does `ins` run before the loop: a reshard, or an annotation, of buffers `before` says
+    are made there?"""
+    if isinstance(ins, Reshard):
+        return before(ins.src)
+    return _annotation(ins) and all(isinstance(n, str) and before(n) for n in ins.ins)
+
+
 def runs_once(p, name: str) -> bool:
     """Is buffer `name` made before the loop whose body `p` is partitioning: a loop constant,
-    or a reshard or annotation of one (what `hoisted` moves out)? Then a reshard of it costs
-    its bytes once, not once per trip."""
+    or what `hoisted` will move out? Then a reshard of it costs its bytes once, not once per
+    trip."""
     if name in p.invariant:
         return True
-    made = next((ins for ins in reversed(p.instructions) if name in _made(ins)), None)
-    if isinstance(made, Reshard):
-        return runs_once(p, made.src)
-    if made is not None and _annotation(made):
-        return all(isinstance(n, str) and runs_once(p, n) for n in made.ins)
-    return False
-
-
-def _made(ins) -> tuple:
-    if isinstance(ins, Reshard):
-        return (ins.dst,)
-    return getattr(ins, "outs", ())
+    made = next((ins for ins in reversed(p.instructions) if name in defines(ins)), None)
+    return made is not None and _moves_out(made, lambda n: runs_once(p, n))
 
 
 def _annotation(ins) -> bool:
