@@ -96,7 +96,9 @@ def drive_ledger(page, shot, tag: str) -> str:
     w.evaluate("e => e.scrollIntoView({block: 'start'})")
     timer = Timer(page, ".gv-ledger")
     chip = w.locator("select").first
-    for label in chip.locator("option").all_inner_texts():
+    # the options' values, not their innerText: an option's innerText is "" while JupyterLab
+    # keeps its cell out of the layout (seen on a loaded machine), and "" selects nothing
+    for label in chip.evaluate("select => [...select.options].map(option => option.value)"):
         timer.redraw(lambda label=label: chip.select_option(label), f"{label}: compute")
     device = w.locator("input[type=text]").first
     for bad, words in (("99", "device 99 is out of range"), ("abc", "is not a number")):
