@@ -77,6 +77,23 @@ def test_the_zoo_mlp_keeps_its_plan_at_real_size():
     assert real.wire_bytes > toy.wire_bytes
 
 
+@pytest.mark.parametrize("tokens", [512, 2048])  # ids [256, tokens] over x: 16 rows a device
+def test_the_lookup_moves_whichever_is_cheaper_the_table_or_the_rows_it_looks_up(tokens):
+    """table [V/y, D] looked up by ids [256/x, tokens]: all-gather the table over y, or look
+    up the local rows and all-reduce them (XLA's toy-size plan). The matmul after needs the rows
+    whole over y either way, so gathering the table is no redundant work; the bytes decide."""
+    ex = examples.real("embedding_loss")
+    ids = jax.ShapeDtypeStruct((256, tokens), jnp.int32)
+    spmd = _partition(dataclasses.replace(ex, args=(ids, ids, ex.args[2])))
+    ways = {
+        "all-gather(y) of d": _ring(4 * examples.VOCAB * D),  # the table
+        "all-reduce(y) of j": 2 * _ring(4 * 256 // N * tokens * D),  # the rows looked up
+    }
+    cheaper = min(ways, key=ways.get)
+    (moved,) = moves_by_equation(spmd)[6]  # eqn 6: the lookup (gather)
+    assert (moved.what, moved.wire_bytes) == (cheaper, ways[cheaper])
+
+
 def test_real_sizes_are_symbolic_and_checked():
     ex = examples.real("transformer_block")
     assert [a.shape for a in ex.args][:2] == [(16, 2048, D), (D, 64, 128)]

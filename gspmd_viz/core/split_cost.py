@@ -89,13 +89,16 @@ def twice(q, fa, costs) -> int:
     nothing, so done whole it does nothing twice where it must gather anyway: a windowed op
     (concatenate, pad) may gather its operands once instead of exchanging a halo per operand,
     and a dynamic update of part of a split dim may gather it rather than move the split to
-    another dim and back (XLA gathers); and a result every consumer asks for whole is
-    gathered anyway, so the bytes decide where (a widening convert gathers its narrower
-    operand, as XLA does)."""
+    another dim and back (XLA gathers); and over a mesh axis every reader asks for the result
+    whole on, it is gathered anyway, so the bytes decide where (a widening convert gathers its
+    narrower operand, as XLA does; a lookup gathers its table when that is smaller than the
+    rows it looks up, and the matmul that reads them needs them whole over the table's axis)."""
     moves_only = entry_for(q.eqn).flops == 0
-    if moves_only and (q.halo or _gathers_anyway(q, costs) or _asked_whole(q, costs)):
+    if moves_only and (q.halo or _gathers_anyway(q, costs)):
         return 1
     used = {a for axes in fa.values() for a in axes}
+    if moves_only:
+        used |= _asked_whole_over(q, costs)
     return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
 
 
@@ -119,10 +122,13 @@ def _gathers_anyway(q, costs) -> bool:
     )
 
 
-def _asked_whole(q, costs) -> bool:
-    """Is every result asked for whole by all that read it (its consumers, or the output)?"""
+def _asked_whole_over(q, costs) -> set[str]:
+    """The mesh axes over which all that read every result (its consumers, or the output) ask
+    for it whole."""
     wanted = [costs.wanted(v) for v in q.eqn.outputs]
-    return all(w and all(s.is_replicated for s in w) for w in wanted)
+    if not all(wanted):  # nothing is known of a result's readers
+        return set()
+    return set.intersection(*(set(s.replicated_axes) for w in wanted for s in w))
 
 
 def promised(q, costs) -> set[str]:
