@@ -13,7 +13,9 @@ FLOPs on the zoo's training step). So a split's rank is, in order:
      whole promises nothing: gathering that operand is XLA's plan and often the cheaper one;
   3. wire bytes (split.EquationSplit.cost: operands fetched, results moved where wanted);
   4. time on the chip: local FLOPs at peak plus each collective's ring time (gv.sim's chip
-     through `ChipCost`; core knows no chip by name), or the FLOPs alone without a chip.
+     through `ChipCost`; core knows no chip by name), or the FLOPs alone without a chip;
+  5. the bytes its local operands and results hold: of two splits equal so far, the one that
+     holds less (a table looked up where its rows live, not gathered for the same bytes).
 At the zoo's toy sizes a pure time model is latency-bound (~1 us a collective), so redundant
 compute would look free: that is why it comes after the rule and the bytes, not before.
 # XLA: dot_handler.cc weighs its strategies by FLOPs and bytes; GSPMD (2105.04663) section 3.5
@@ -161,11 +163,10 @@ def merged(candidates: list[dict]) -> list[dict]:
 def rank(q, fa, costs, wire_bytes: float) -> tuple:
     """The key split.EquationSplit.choose minimizes (see the module text); `costs.chip` is a
     ChipCost or None."""
-    chip, work = costs.chip, flops(q, fa)
+    chip, work, held = costs.chip, flops(q, fa), local_bytes(q, fa)
     if chip is None:
-        return (False, twice(q, fa, costs), wire_bytes, work)
-    over = local_bytes(q, fa) > chip.hbm_bytes
-    return (over, twice(q, fa, costs), wire_bytes, work / chip.peak_flops)
+        return (False, twice(q, fa, costs), wire_bytes, work, held)
+    return (held > chip.hbm_bytes, twice(q, fa, costs), wire_bytes, work / chip.peak_flops, held)
 
 
 # --- the record: what the chosen plan costs, per device ------------------------------------------
