@@ -5,6 +5,7 @@ program's own cost and memory analysis, gv.xla_cost.compare), wire bytes <= 1.0x
 all-reduce + dynamic-slice counted as the reduce-scatter it is), results equal to the
 unpartitioned program. A program over a bound fails with both sides' figures."""
 
+import jax.numpy as jnp
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -126,6 +127,24 @@ HOLDS_LESS = [
 @pytest.mark.parametrize("name, specs", HOLDS_LESS)
 def test_of_equal_splits_the_one_that_holds_less_is_chosen(name, specs):
     check_against_xla(examples.get(name, specs=specs))
+
+
+def test_an_uneven_input_is_costed_without_the_runners_padding():
+    """w [4, 16] split 8 ways: shard_map needs an even split, so the runner pads w to [8, 16]
+    around the per-device program, and XLA:CPU compiled that pad into collective-permutes and
+    selects (FLOPs 170 vs XLA's 50, memory 708 B vs 324 B). XLA keeps an uneven shard padded in
+    place; the per-device program alone is what compares."""
+    mesh = gv.Mesh({"x": 2, "y": 4})
+
+    def f(w):
+        return 3.0 * gv.mesh_split(w, mesh, (("x", "y"), None)) + 1.0
+
+    w = jnp.arange(4 * 16, dtype=jnp.float32).reshape(4, 16)
+    spmd = gv.partition(gv.propagate(gv.trace(f, w)))
+    assert_unpartitioned(spmd, w)
+    assert spmd.collectives == [] and "collective-permute" not in spmd.compiled(w).as_text()
+    side = xla_cost.compare(f, (w,), spmd)
+    assert side.ratio("flops") <= 1.0 and side.ratio("memory") <= 1.0, side.text()
 
 
 @st.composite

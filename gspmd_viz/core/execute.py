@@ -9,12 +9,14 @@ shard_map is padded on the right to `shard_shape * tiles`, and the result is sli
 Pending sums (`unreduced` axes) travel as an extra leading dim split over those axes.
 """
 
+import dataclasses
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from gspmd_viz.core.combine import combinable, combined_gather
 from gspmd_viz.core.devices import require_devices
@@ -190,7 +192,17 @@ def device_buffers(fn, mesh, in_shardings, out_sharding, *args):
 # --- a whole per-device program ----------------------------------------------------------------
 
 
-def _runner(spmd):
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """How an SPMDProgram runs, built once: `run` pads the global inputs, runs `mapped` (every
+    device's program under shard_map, on inputs evenly split) and slices the outputs back."""
+
+    run: Callable
+    mapped: Callable
+    outs: list  # (position among the program's outputs, buffer name) of each computed output
+
+
+def _runner(spmd) -> Runner:
     """jit(shard_map(body)) over padded global arrays, built once per SPMDProgram."""
     prop, program = spmd.prop, spmd.program
     in_sh = [prop.sharding(v) for v in program.inputs]
@@ -229,7 +241,7 @@ def _runner(spmd):
         shapes = [program.outputs[i].shape for i, _ in outs]
         return [unpad_global(r, shape) for r, shape in zip(results, shapes, strict=True)]
 
-    return run, outs
+    return Runner(run, mapped, outs)
 
 
 def _checked_runner(spmd, args):
@@ -249,8 +261,8 @@ def _checked_runner(spmd, args):
 
 def run_spmd(spmd, *args):
     """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
-    (run, outs), flat = _checked_runner(spmd, args)
-    results = iter(run(*flat))
+    runner, flat = _checked_runner(spmd, args)
+    results = iter(runner.run(*flat))
     values = [next(results) if isinstance(o, str) else jnp.asarray(o.value) for o in spmd.outputs]
     return jax.tree.unflatten(spmd.program.out_tree, values)
 
@@ -266,7 +278,17 @@ class SPMDProgram(PerDeviceProgram):
         return run_spmd(self, *args)
 
     def compiled(self, *args):
-        """The compiled jax executable that runs this program on `args` (for its
-        `cost_analysis()` and `memory_analysis()`)."""
-        (run, _), flat = _checked_runner(self, args)
-        return run.lower(*flat).compile()
+        """The compiled per-device program for `args`' shapes (for its `cost_analysis()` and
+        `memory_analysis()`): the shard_map over inputs already padded to an even split. The
+        runner's global pad and slice around it are left out: XLA's partitioner keeps an uneven
+        shard padded in place and runs nothing like them, while XLA:CPU compiles our pad of an
+        unevenly split input into collective-permutes and selects."""
+        runner, _ = _checked_runner(self, args)
+        jmesh = self.mesh.to_jax()
+        padded = [
+            jax.ShapeDtypeStruct(
+                padded_shape(s, v.shape), v.dtype, sharding=NamedSharding(jmesh, in_spec(s))
+            )
+            for v, s in ((v, self.prop.sharding(v)) for v in self.program.inputs)
+        ]
+        return jax.jit(runner.mapped).lower(*padded).compile()
