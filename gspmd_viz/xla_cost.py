@@ -1,9 +1,10 @@
 """Compute and memory beside bytes: XLA's own analysis of both compiled programs, per device.
 
 `gv.xla_cost.compare(f, args, spmd)` compiles ours (`spmd.compiled(*args)`: jax.jit of the
-per-device program under shard_map, without the runner's padding of uneven inputs) and XLA's (jax.jit of the annotated `f` with the same input and output
-shardings), and reads each executable's `cost_analysis()` FLOPs and `memory_analysis()` bytes
-(arguments + outputs + temporaries − aliased), with each side's wire bytes.
+per-device program under shard_map, without the runner's padding of uneven inputs) and XLA's
+(jax.jit of the annotated `f` with the same input and output shardings), and reads each
+executable's `cost_analysis()` FLOPs and `memory_analysis()` bytes (arguments + outputs +
+temporaries − aliased), with each side's wire bytes.
 """
 
 from __future__ import annotations

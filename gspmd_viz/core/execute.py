@@ -153,6 +153,12 @@ def pad_global(x, sharding: Sharding):
     return jnp.pad(x, [(0, t - n) for n, t in zip(x.shape, target, strict=True)])
 
 
+def padded_input(shape, dtype, sharding: Sharding, jmesh) -> jax.ShapeDtypeStruct:
+    """An input as the per-device program's shard_map takes it: padded to an even split."""
+    placed = NamedSharding(jmesh, in_spec(sharding))
+    return jax.ShapeDtypeStruct(padded_shape(sharding, shape), dtype, sharding=placed)
+
+
 def unpad_global(x, shape):
     return x[tuple(slice(0, n) for n in shape)]
 
@@ -286,9 +292,7 @@ class SPMDProgram(PerDeviceProgram):
         runner, _ = _checked_runner(self, args)
         jmesh = self.mesh.to_jax()
         padded = [
-            jax.ShapeDtypeStruct(
-                padded_shape(s, v.shape), v.dtype, sharding=NamedSharding(jmesh, in_spec(s))
-            )
-            for v, s in ((v, self.prop.sharding(v)) for v in self.program.inputs)
+            padded_input(v.shape, v.dtype, self.prop.sharding(v), jmesh)
+            for v in self.program.inputs
         ]
         return jax.jit(runner.mapped).lower(*padded).compile()
