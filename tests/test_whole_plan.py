@@ -37,11 +37,11 @@ def test_the_backward_checkpoint_is_fenced_and_a_plain_program_is_not():
     spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
     fresh = [c for c in spmd.program.calls if c.fresh]
     assert [c.primitive for c in fresh] == ["remat2"]  # jax.grad's backward: prevent_cse
-    fences = barriers([[ins] for ins in spmd.instructions], spmd.program.calls)
+    fences = barriers(spmd.instructions, spmd.program.calls)
     assert len(fences) == 1 and all(fences.values())
     ex = examples.get("mlp_train_step")
     plain = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
-    assert barriers([[ins] for ins in plain.instructions], plain.program.calls) == {}
+    assert barriers(plain.instructions, plain.program.calls) == {}
 
 
 # Draws where each equation's cheapest split cost more later (before: ours / XLA)

@@ -10,7 +10,6 @@ Pending sums (`unreduced` axes) travel as an extra leading dim split over those 
 """
 
 import dataclasses
-import functools
 from collections.abc import Callable
 
 import jax
@@ -18,12 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from gspmd_viz.core.combine import combinable, combined_gather
 from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.halo_exchange import return_halo, window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
 from gspmd_viz.core.program import Literal
-from gspmd_viz.core.recompute import barriers, fence, fresh_call
+from gspmd_viz.core.recompute import barriers, fence
 from gspmd_viz.core.reduce_combine import ArgCombine, run_arg_combine
 from gspmd_viz.core.sharding import Sharding, spec_entry
 from gspmd_viz.core.spmd import (
@@ -214,22 +212,17 @@ def _runner(spmd) -> Runner:
     in_sh = [prop.sharding(v) for v in program.inputs]
     outs = [(i, name) for i, name in enumerate(spmd.outputs) if isinstance(name, str)]
     out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
-    # jax.checkpoint's recomputation kept apart: its gathers not hoisted, its operands fenced
-    apart = functools.partial(fresh_call, calls=program.calls)
-    groups, alias = combinable(spmd.instructions, [v.name for v in program.inputs], apart)
-    fences = barriers(groups, program.calls)
+    # jax.checkpoint's recomputation kept apart: its operands fenced
+    fences = barriers(spmd.instructions, program.calls)
 
     def body(*locals_):
         # XLA:CPU fused the padding's per-device slice into a one-index scatter (rewritten as
         # a dynamic-update-slice) at the wrong offset: keep the local inputs materialized
         locals_ = jax.lax.optimization_barrier(locals_)
         env = dict(zip((v.name for v in program.inputs), locals_, strict=True))
-        for g, group in enumerate(groups):
-            fence(env, fences.get(g, ()))
-            if len(group) > 1:
-                combined_gather(group, env, alias)
-            else:
-                RUN[type(group[0])](group[0], env)
+        for i, ins in enumerate(spmd.instructions):
+            fence(env, fences.get(i, ()))
+            RUN[type(ins)](ins, env)
         return tuple(env[name] for _, name in outs)
 
     mapped = jax.shard_map(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 
 from gspmd_viz.core.split_cost import buffers_read
+from gspmd_viz.core.spmd_regions import defines
 
 __all__ = ["barriers", "fence", "fresh_call"]
 
@@ -32,24 +33,19 @@ def fresh_call(ins, calls) -> int | None:
     return found
 
 
-def _written(ins) -> set[str]:
-    return {n for n in (getattr(ins, "dst", None), *getattr(ins, "outs", ())) if n}
-
-
-def barriers(groups, calls) -> dict[int, tuple[str, ...]]:
-    """Group index -> the buffers to pass through one optimization barrier before that group
-    runs: at each fresh call's first group, every buffer its instructions read but do not
-    write (`groups`: lists of instructions in run order)."""
-    members: dict[int, list] = {}  # fresh call -> [(group index, instruction)]
-    for g, group in enumerate(groups):
-        for ins in group:
-            c = fresh_call(ins, calls)
-            if c is not None:
-                members.setdefault(c, []).append((g, ins))
+def barriers(instructions, calls) -> dict[int, tuple[str, ...]]:
+    """Instruction index -> the buffers to pass through one optimization barrier before that
+    instruction runs: at each fresh call's first instruction, every buffer its instructions read
+    but do not write (`instructions` in run order)."""
+    members: dict[int, list] = {}  # fresh call -> [(index, instruction)]
+    for i, ins in enumerate(instructions):
+        c = fresh_call(ins, calls)
+        if c is not None:
+            members.setdefault(c, []).append((i, ins))
     fences: dict[int, tuple[str, ...]] = {}
     for found in members.values():
         read = set().union(*(buffers_read(ins) for _, ins in found))
-        written = set().union(*(_written(ins) for _, ins in found))
+        written = set().union(*(defines(ins) for _, ins in found))
         first = found[0][0]
         fences[first] = tuple(sorted({*fences.get(first, ()), *(read - written)}))
     return fences

@@ -13,12 +13,11 @@ constant (a weight the body reads) is the same every trip: it runs once, before 
 
 from collections.abc import Iterator
 
-from gspmd_viz.core.combine import defines
 from gspmd_viz.core.program import Cond, Equation, Loop, Program, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.spmd import Compute, Reshard
-from gspmd_viz.core.spmd_regions import RunCond, RunLoop
+from gspmd_viz.core.spmd_regions import RunCond, RunLoop, defines
 
 
 def units(program: Program, span: range) -> Iterator[Equation | Loop | Cond]:

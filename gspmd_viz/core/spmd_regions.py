@@ -6,7 +6,7 @@ import dataclasses
 
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.spmd import instruction_collectives, local_type
+from gspmd_viz.core.spmd import Compute, Const, instruction_collectives, local_type
 
 
 def _scaled(c: Collective, trips: int, note: str, source: str | None = None) -> Collective:
@@ -112,3 +112,10 @@ class RunCond:
             lines.append(f"    -> ({', '.join(res)})")
         lines.append("  }")
         return "\n".join(lines)
+
+
+def defines(ins) -> tuple[str, ...]:
+    """The buffers an instruction writes."""
+    if isinstance(ins, Compute | RunLoop | RunCond):
+        return ins.outs
+    return (ins.name,) if isinstance(ins, Const) else (ins.dst,)
