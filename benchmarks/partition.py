@@ -24,7 +24,7 @@ import jax  # noqa: E402
 from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz import examples, xla_cost  # noqa: E402
-from gspmd_viz.core import split, split_cost  # noqa: E402
+from gspmd_viz.core import plan_record, split  # noqa: E402
 from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
 from gspmd_viz.units import format_bytes, format_time  # noqa: E402
 
@@ -33,7 +33,7 @@ from gspmd_viz.units import format_bytes, format_time  # noqa: E402
 def bytes_only():
     """The chooser before issue 11: candidates ranked by wire bytes alone, none merged."""
     saved = split.rank, split.twice, split.merged
-    split.rank = lambda q, fa, costs, wire_bytes: (wire_bytes,)
+    split.rank = lambda q, fa, costs, wire_bytes, promise=None: (wire_bytes,)
     split.twice, split.merged = (lambda *a: 1), (lambda found: [])
     try:
         yield
@@ -86,7 +86,7 @@ def real_size_table(mesh=None) -> None:
         prop = gv.propagate(gv.trace(ex.fn, *ex.args))
         ours = gv.partition(prop).cost
         with bytes_only():
-            old = split_cost.plan_cost(gv.partition(prop), chip)
+            old = plan_record.plan_cost(gv.partition(prop), chip)
         print(
             f"{name:<18} time {format_time(ours.time_s):>9} / {format_time(old.time_s):>9} = "
             f"{ours.time_s / old.time_s:.3f};  FLOPs {ours.flops:.3g} / {old.flops:.3g};  "

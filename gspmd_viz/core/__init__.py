@@ -20,7 +20,8 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      dim, whole spatially split conv nets, and rolls and
                                      flips that move whole blocks
   reshard      moves reshard         the single steps between shardings; the cheapest plan
-  execute      spmd spmd_regions lower kernels reduce_combine split_cost recompute execute
+  execute      spmd spmd_regions lower kernels reduce_combine split_cost plan_record
+               recompute execute
                                      per-device instructions (loops and branches apart) as
                                      data and text, local lowering, the kernels one device
                                      runs, reductions combined right away (max, argmax), what
@@ -44,6 +45,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
 families families_indexed registry propagation propagate collective halo_rounds halo
 halo_exchange halo_ops halo_program block_moves moves reshard spmd spmd_regions lower kernels
-reduce_combine split_cost recompute execute split lookahead remake regions partition
+reduce_combine split_cost plan_record recompute execute split lookahead remake regions partition
 whole_plan pipeline pipeline_gspmd training
 """

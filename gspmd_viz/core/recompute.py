@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import jax
 
-from gspmd_viz.core.split_cost import buffers_read
+from gspmd_viz.core.plan_record import buffers_read
 from gspmd_viz.core.spmd_regions import defines
 
 __all__ = ["barriers", "fence", "fresh_call"]

@@ -9,10 +9,9 @@ sanitized (only factors that may be split: pass, reductions that combine, lookup
 windows; compound dims in contiguous blocks; each mesh axis once) and costed: resharding the
 operands to it, plus moving the results to what their consumers will ask for (or a value's only
 reader splitting to match, if cheaper: lookahead.py), in wire bytes; split_cost ranks the
-candidates by those bytes after memory and work done twice, and before time. An equation with
-several rules (a conv: each spatial dim split with halos around its output rows, or as partial
-sums over its window taps) has the candidates of each costed; halos that cover a dim (where XLA
-gathers) win only when cheaper.
+candidates by those bytes after memory and work done twice, and before time. A conv's rules
+(each spatial dim split with halos around its output rows, or as partial sums over its taps)
+all have their candidates costed; halos that cover a dim (XLA gathers) win only when cheaper.
 # XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
 """
 
@@ -28,7 +27,7 @@ from gspmd_viz.core.reduce_combine import RIGHT_AWAY, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.split_cost import merged, rank, twice
+from gspmd_viz.core.split_cost import merged, promised_by_any, rank, twice
 
 FactorAxes = dict[int, tuple[str, ...]]
 
@@ -317,14 +316,15 @@ def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, Fa
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
     and a free one that does no work twice is taken at once."""
-    q0 = splits[0]
+    q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
-    if q0.cost(first, costs) == 0 and not q0.covers(first) and twice(q0, first, costs) == 1:
+    free = q0.cost(first, costs) == 0 and not q0.covers(first)
+    if free and twice(q0, first, costs, promise) == 1:
         return q0, first
     found = [(q, fa) for q in splits for fa in q.candidates(costs)]
 
     def key(qf) -> tuple:
         q, fa = qf
-        return (*rank(q, fa, costs, q.cost(fa, costs)), q.covers(fa))
+        return (*rank(q, fa, costs, q.cost(fa, costs), promise), q.covers(fa))
 
     return min(found, key=key)

@@ -27,14 +27,9 @@ import dataclasses
 import math
 from collections.abc import Callable
 
-import numpy as np
-
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.reduce_combine import ArgCombine
-from gspmd_viz.core.registry import entry_for, rule_for
-from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
-from gspmd_viz.core.spmd_regions import RunCond, RunLoop
-from gspmd_viz.units import format_bytes, format_time
+from gspmd_viz.core.registry import entry_for
+from gspmd_viz.core.sharding import as_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +79,7 @@ def local_bytes(q, fa) -> int:
     return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, shardings, strict=True))
 
 
-def twice(q, fa, costs) -> int:
+def twice(q, fa, costs, promise: set[str] | None = None) -> int:
     """How many devices compute each result of the equation under `fa` although its operands
     arrive split so that they need not: the product of the sizes of the mesh axes that
     `promised` names and `fa` splits no factor over. An op that only moves data computes
@@ -101,7 +96,8 @@ def twice(q, fa, costs) -> int:
     used = {a for axes in fa.values() for a in axes}
     if moves_only:
         used |= _asked_whole_over(q, costs)
-    return math.prod(q.sizes[a] for a in promised(q, costs) - used if q.sizes[a] > 1)
+    promise = promised(q, costs) if promise is None else promise
+    return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
 
 
 def arrivals(q, costs) -> list[tuple]:
@@ -137,19 +133,44 @@ def promised(q, costs) -> set[str]:
     """The mesh axes the operands' arrival shardings promise a split over: those every operand
     holding a factor splits it over, those of a factor every holder splits but over disjoint
     axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves), and an operand's pending sums.
-    A factor some operand holds whole promises nothing: splitting it would slice that operand
-    and leave partial sums to move, and XLA gathers the split operand instead
-    (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced)."""
-    found: dict[int, list[set[str]]] = {}
+    A factor some operand holds whole promises nothing in a dot: splitting it would slice
+    that operand and leave partial sums to move, and XLA's dot handler gathers the split one
+    (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced). A windowed
+    op (a convolution) moves the smaller operand as XLA's conv handler does: a kernel split on
+    its channels is gathered, but an image split on its channels promises the split (the
+    kernel is sliced to it, the partial sums reduced; convolving the whole image on every
+    device was 2.6-3.5x XLA's FLOPs)."""
+    found: dict[int, list[tuple[set[str], int]]] = {}
     axes = set()
-    for tensor, sharding, split in arrivals(q, costs):
+    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
+        if not isinstance(v, Value):
+            continue
+        sharding = costs.available(v)[0]
         axes |= set(sharding.unreduced)
+        split = q.from_tensor(tensor, sharding)
+        size = math.prod(v.shape) * as_dtype(v.dtype).itemsize
         for f in {f for fs in tensor for f in fs}:
-            found.setdefault(f, []).append(set(split.get(f, ())))
-    for sets in found.values():
+            found.setdefault(f, []).append((set(split.get(f, ())), size))
+    windowed = any(f.kind.startswith("windowed") for f in q.rule.factors)
+    for held in found.values():
+        sets = [s for s, _ in held]
         agreed = set.intersection(*sets)
-        axes |= agreed if agreed or not all(sets) else set.union(*sets)
+        if agreed or all(sets) or (windowed and _split_holder_bigger(held)):
+            axes |= agreed or set.union(*sets)
     return axes
+
+
+def promised_by_any(splits, costs) -> set[str]:
+    """The axes any of an equation's rules (split.EquationSplit each) sees promised: operands
+    arrive as they arrive whatever rule reads them, so what one rule sees promised (a conv
+    kernel's taps split) no other rule may call free to compute whole."""
+    return set().union(*(promised(q, costs) for q in splits))
+
+
+def _split_holder_bigger(held: list[tuple[set[str], int]]) -> bool:
+    """Is the biggest operand splitting a factor bigger than the biggest holding it whole?"""
+    split = max((size for s, size in held if s), default=0)
+    return split > max((size for s, size in held if not s), default=0)
 
 
 def merged(candidates: list[dict]) -> list[dict]:
@@ -160,154 +181,11 @@ def merged(candidates: list[dict]) -> list[dict]:
     return [fa for fa in pairs if fa not in candidates]
 
 
-def rank(q, fa, costs, wire_bytes: float) -> tuple:
+def rank(q, fa, costs, wire_bytes: float, promise: set[str] | None = None) -> tuple:
     """The key split.EquationSplit.choose minimizes (see the module text); `costs.chip` is a
-    ChipCost or None."""
+    ChipCost or None; `promise`: the axes promised, if not `promised(q, costs)`."""
     chip, work, held = costs.chip, flops(q, fa), local_bytes(q, fa)
+    done_twice = twice(q, fa, costs, promise)
     if chip is None:
-        return (False, twice(q, fa, costs), wire_bytes, work, held)
-    return (held > chip.hbm_bytes, twice(q, fa, costs), wire_bytes, work / chip.peak_flops, held)
-
-
-# --- the record: what the chosen plan costs, per device ------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class PlanCost:
-    """Per device: FLOPs, wire bytes, estimated seconds on the chip (compute at peak plus each
-    collective's ring time, no overlap; None without a chip) and peak live memory (the
-    largest sum of buffers alive at once: from a buffer's write to its last read)."""
-
-    chip: str | None
-    flops: float
-    wire_bytes: float
-    compute_s: float | None
-    comm_s: float | None
-    peak_bytes: int
-
-    @property
-    def time_s(self) -> float | None:
-        return None if self.chip is None else self.compute_s + self.comm_s
-
-    def __str__(self) -> str:
-        head = (
-            f"per device: {self.flops:,.0f} FLOPs, {format_bytes(self.wire_bytes)} on the wire, "
-            f"peak memory {format_bytes(self.peak_bytes)}"
-        )
-        if self.chip is None:
-            return head
-        return (
-            f"{head}; on {self.chip} about {format_time(self.time_s)} (compute "
-            f"{format_time(self.compute_s)} + communication {format_time(self.comm_s)})"
-        )
-
-
-def compute_flops(ins: Compute) -> float:
-    """FLOPs of one local op: each factor at its local size, read off the first operand or
-    result dim that holds that factor alone (whole where none does)."""
-    entry, rule, eqn = entry_for(ins.eqn), rule_for(ins.eqn), ins.eqn
-    if entry.identity:
-        return 0.0
-    tensors = zip(
-        rule.operands + rule.results,
-        eqn.inputs + eqn.outputs,
-        ins.operand_shardings + ins.shardings,
-        strict=True,
-    )
-    local = {}
-    for factors, v, s in tensors:
-        if v.shape:
-            for n, fs in zip(s.shard_shape(v.shape), factors, strict=True):
-                if len(fs) == 1:
-                    local.setdefault(fs[0], n)
-    return float(entry.flops * math.prod(local.get(i, f.size) for i, f in enumerate(rule.factors)))
-
-
-def plan_flops(instructions) -> float:
-    """Per-device FLOPs of a list of instructions (a loop's body times its trips; a branch:
-    the costliest, one runs)."""
-    total = 0.0
-    for ins in instructions:
-        if isinstance(ins, Compute):
-            total += compute_flops(ins)
-        elif isinstance(ins, RunLoop):
-            total += ins.loop.trips * plan_flops(ins.cond + ins.body)
-        elif isinstance(ins, RunCond):
-            total += max(plan_flops(b) for b in ins.branches)
-    return total
-
-
-def _written(ins) -> dict[str, int]:
-    """Buffer name -> bytes of the buffers one (non-region) instruction writes."""
-    if isinstance(ins, Compute):
-        outs = zip(ins.outs, ins.shardings, ins.eqn.outputs, strict=True)
-        found = {n: s.shard_bytes(v.shape, v.dtype) for n, s, v in outs}
-        if ins.ready:  # a window-ready result: its own (wider) shape
-            found[ins.outs[0]] = math.prod(ins.ready) * np.dtype(ins.eqn.outputs[0].dtype).itemsize
-        return found
-    if isinstance(ins, Reshard):
-        return {ins.dst: ins.plan.dst.shard_bytes(ins.value.shape, ins.value.dtype)}
-    if isinstance(ins, Combine | Halo | MoveBlocks):  # Halo: its window-ready span or so
-        return {ins.dst: ins.sharding.shard_bytes(ins.value.shape, ins.value.dtype)}
-    if isinstance(ins, Const):
-        lit = ins.literal
-        return {ins.name: math.prod(lit.shape) * np.dtype(lit.dtype).itemsize}
-    return {}
-
-
-def buffers_read(ins) -> set[str]:
-    """Names of the buffers one instruction (a loop or branch: its body too) reads."""
-    names = set(ins.ins) if isinstance(ins, Compute) else {getattr(ins, "src", None)}
-    if isinstance(ins, ArgCombine):
-        names.add(ins.operand)
-    for inner in _inner(ins):
-        names |= buffers_read(inner)
-    names |= set(getattr(ins, "init", ())) | set(getattr(ins, "xs", ()))
-    names.add(getattr(ins, "selector", None))
-    return {n for n in names if isinstance(n, str)}
-
-
-def _inner(ins) -> tuple:
-    if isinstance(ins, RunLoop):
-        return ins.cond + ins.body
-    return tuple(i for b in ins.branches for i in b) if isinstance(ins, RunCond) else ()
-
-
-def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
-    """Peak of live buffers: a buffer lives from its write to its last read (inputs, which
-    the caller keeps, and outputs: throughout); a loop or branch adds its own inner peak while
-    it runs, and leaves results as large as the buffers its body hands back."""
-    last = {n: len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
-    for i, ins in enumerate(instructions):
-        last |= {n: max(last.get(n, i), i) for n in buffers_read(ins)}
-    live, peak = dict(inputs), sum(inputs.values())
-    for i, ins in enumerate(instructions):
-        inner = _inner(ins)
-        written = _written(ins)
-        if inner:
-            sizes = {n: b for j in inner for n, b in _written(j).items()}
-            peak = max(peak, sum(live.values()) + peak_bytes({}, inner, ()))
-            outs = getattr(ins, "carry_out", ()) + getattr(ins, "y_out", ())
-            written = dict(zip(ins.outs, (sizes.get(n, 0) for n in outs), strict=False))
-        live |= written
-        peak = max(peak, sum(live.values()))
-        for name in [n for n in live if last.get(n, -1) <= i]:
-            del live[name]
-    return peak
-
-
-def plan_cost(spmd, chip: ChipCost | None) -> PlanCost:
-    """What a partitioned program costs per device (on `chip`, if given)."""
-    prop, flops_ = spmd.prop, plan_flops(spmd.instructions)
-    inputs = {v.name: prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in spmd.program.inputs}
-    peak = peak_bytes(inputs, spmd.instructions, spmd.outputs)
-    if chip is None:
-        return PlanCost(None, flops_, spmd.wire_bytes, None, None, peak)
-    comm = chip.comm_seconds(spmd.collectives)
-    return PlanCost(chip.name, flops_, spmd.wire_bytes, flops_ / chip.peak_flops, comm, peak)
-
-
-def with_cost(spmd, chip: ChipCost | None):
-    """`spmd` with its record `spmd.cost` (a PlanCost) set."""
-    spmd.cost = plan_cost(spmd, chip)
-    return spmd
+        return (False, done_twice, wire_bytes, work, held)
+    return (held > chip.hbm_bytes, done_twice, wire_bytes, work / chip.peak_flops, held)

@@ -219,7 +219,7 @@ class PerDeviceProgram:
         self.instructions = tuple(instructions)
         self.outputs = tuple(outputs)  # local buffer names (or Literals)
         self.notes = tuple(notes)
-        self.cost = None  # what the plan costs per device (split_cost.PlanCost), if known
+        self.cost = None  # what the plan costs per device (plan_record.PlanCost), if known
 
     # --- communication ---------------------------------------------------------------------
     @property

@@ -7,7 +7,7 @@ to keep rows split eight ways, say, then moving those rows at every later matmul
 from __future__ import annotations
 
 from gspmd_viz.core.partition import Partitioner
-from gspmd_viz.core.split_cost import with_cost
+from gspmd_viz.core.plan_record import with_cost
 from gspmd_viz.units import format_bytes
 
 __all__ = ["partition", "preferred"]

@@ -1,11 +1,11 @@
 """The plan's cost in the ledger: per device FLOPs, wire bytes, peak memory and estimated time on
-the chosen chip (split_cost.PlanCost, recomputed for that chip from the partitioner's record),
+the chosen chip (plan_record.PlanCost, recomputed for that chip from the partitioner's record),
 beside XLA's compiled program for the same program when it is known (xla_cost.Side: each
 compiled program's own cost and memory analysis)."""
 
 from __future__ import annotations
 
-from gspmd_viz.core.split_cost import plan_cost
+from gspmd_viz.core.plan_record import plan_cost
 from gspmd_viz.partition_on_chip import chip_cost
 
 __all__ = ["plan_text"]

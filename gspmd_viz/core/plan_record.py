@@ -1,0 +1,158 @@
+"""The record of a partitioned program: what its chosen plan costs per device (FLOPs, wire bytes,
+estimated time on a chip, peak live memory), read off its instructions. `spmd.cost` is one.
+split_cost.py ranks one equation's candidate splits; this module costs the whole plan."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from gspmd_viz.core.reduce_combine import ArgCombine
+from gspmd_viz.core.registry import entry_for, rule_for
+from gspmd_viz.core.split_cost import ChipCost
+from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
+from gspmd_viz.core.spmd_regions import RunCond, RunLoop
+from gspmd_viz.units import format_bytes, format_time
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanCost:
+    """Per device: FLOPs, wire bytes, estimated seconds on the chip (compute at peak plus each
+    collective's ring time, no overlap; None without a chip) and peak live memory (the
+    largest sum of buffers alive at once: from a buffer's write to its last read)."""
+
+    chip: str | None
+    flops: float
+    wire_bytes: float
+    compute_s: float | None
+    comm_s: float | None
+    peak_bytes: int
+
+    @property
+    def time_s(self) -> float | None:
+        return None if self.chip is None else self.compute_s + self.comm_s
+
+    def __str__(self) -> str:
+        head = (
+            f"per device: {self.flops:,.0f} FLOPs, {format_bytes(self.wire_bytes)} on the wire, "
+            f"peak memory {format_bytes(self.peak_bytes)}"
+        )
+        if self.chip is None:
+            return head
+        return (
+            f"{head}; on {self.chip} about {format_time(self.time_s)} (compute "
+            f"{format_time(self.compute_s)} + communication {format_time(self.comm_s)})"
+        )
+
+
+def compute_flops(ins: Compute) -> float:
+    """FLOPs of one local op: each factor at its local size, read off the first operand or
+    result dim that holds that factor alone (whole where none does)."""
+    entry, rule, eqn = entry_for(ins.eqn), rule_for(ins.eqn), ins.eqn
+    if entry.identity:
+        return 0.0
+    tensors = zip(
+        rule.operands + rule.results,
+        eqn.inputs + eqn.outputs,
+        ins.operand_shardings + ins.shardings,
+        strict=True,
+    )
+    local = {}
+    for factors, v, s in tensors:
+        if v.shape:
+            for n, fs in zip(s.shard_shape(v.shape), factors, strict=True):
+                if len(fs) == 1:
+                    local.setdefault(fs[0], n)
+    return float(entry.flops * math.prod(local.get(i, f.size) for i, f in enumerate(rule.factors)))
+
+
+def plan_flops(instructions) -> float:
+    """Per-device FLOPs of a list of instructions (a loop's body times its trips; a branch:
+    the costliest, one runs)."""
+    total = 0.0
+    for ins in instructions:
+        if isinstance(ins, Compute):
+            total += compute_flops(ins)
+        elif isinstance(ins, RunLoop):
+            total += ins.loop.trips * plan_flops(ins.cond + ins.body)
+        elif isinstance(ins, RunCond):
+            total += max(plan_flops(b) for b in ins.branches)
+    return total
+
+
+def _written(ins) -> dict[str, int]:
+    """Buffer name -> bytes of the buffers one (non-region) instruction writes."""
+    if isinstance(ins, Compute):
+        outs = zip(ins.outs, ins.shardings, ins.eqn.outputs, strict=True)
+        found = {n: s.shard_bytes(v.shape, v.dtype) for n, s, v in outs}
+        if ins.ready:  # a window-ready result: its own (wider) shape
+            found[ins.outs[0]] = math.prod(ins.ready) * np.dtype(ins.eqn.outputs[0].dtype).itemsize
+        return found
+    if isinstance(ins, Reshard):
+        return {ins.dst: ins.plan.dst.shard_bytes(ins.value.shape, ins.value.dtype)}
+    if isinstance(ins, Combine | Halo | MoveBlocks):  # Halo: its window-ready span or so
+        return {ins.dst: ins.sharding.shard_bytes(ins.value.shape, ins.value.dtype)}
+    if isinstance(ins, Const):
+        lit = ins.literal
+        return {ins.name: math.prod(lit.shape) * np.dtype(lit.dtype).itemsize}
+    return {}
+
+
+def buffers_read(ins) -> set[str]:
+    """Names of the buffers one instruction (a loop or branch: its body too) reads."""
+    names = set(ins.ins) if isinstance(ins, Compute) else {getattr(ins, "src", None)}
+    if isinstance(ins, ArgCombine):
+        names.add(ins.operand)
+    for inner in _inner(ins):
+        names |= buffers_read(inner)
+    names |= set(getattr(ins, "init", ())) | set(getattr(ins, "xs", ()))
+    names.add(getattr(ins, "selector", None))
+    return {n for n in names if isinstance(n, str)}
+
+
+def _inner(ins) -> tuple:
+    if isinstance(ins, RunLoop):
+        return ins.cond + ins.body
+    return tuple(i for b in ins.branches for i in b) if isinstance(ins, RunCond) else ()
+
+
+def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
+    """Peak of live buffers: a buffer lives from its write to its last read (inputs, which
+    the caller keeps, and outputs: throughout); a loop or branch adds its own inner peak while
+    it runs, and leaves results as large as the buffers its body hands back."""
+    last = {n: len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
+    for i, ins in enumerate(instructions):
+        last |= {n: max(last.get(n, i), i) for n in buffers_read(ins)}
+    live, peak = dict(inputs), sum(inputs.values())
+    for i, ins in enumerate(instructions):
+        inner = _inner(ins)
+        written = _written(ins)
+        if inner:
+            sizes = {n: b for j in inner for n, b in _written(j).items()}
+            peak = max(peak, sum(live.values()) + peak_bytes({}, inner, ()))
+            outs = getattr(ins, "carry_out", ()) + getattr(ins, "y_out", ())
+            written = dict(zip(ins.outs, (sizes.get(n, 0) for n in outs), strict=False))
+        live |= written
+        peak = max(peak, sum(live.values()))
+        for name in [n for n in live if last.get(n, -1) <= i]:
+            del live[name]
+    return peak
+
+
+def plan_cost(spmd, chip: ChipCost | None) -> PlanCost:
+    """What a partitioned program costs per device (on `chip`, if given)."""
+    prop, flops_ = spmd.prop, plan_flops(spmd.instructions)
+    inputs = {v.name: prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in spmd.program.inputs}
+    peak = peak_bytes(inputs, spmd.instructions, spmd.outputs)
+    if chip is None:
+        return PlanCost(None, flops_, spmd.wire_bytes, None, None, peak)
+    comm = chip.comm_seconds(spmd.collectives)
+    return PlanCost(chip.name, flops_, spmd.wire_bytes, flops_ / chip.peak_flops, comm, peak)
+
+
+def with_cost(spmd, chip: ChipCost | None):
+    """`spmd` with its record `spmd.cost` (a PlanCost) set."""
+    spmd.cost = plan_cost(spmd, chip)
+    return spmd
