@@ -101,12 +101,12 @@ def twice(q, fa, costs, promise: set[str] | None = None) -> int:
 
 
 def arrivals(q, costs) -> list[tuple]:
-    """(factors, sharding, the factor split it implies) of each operand as it arrives."""
+    """(value, factors, sharding, the factor split it implies) of each operand as it arrives."""
     found = []
     for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
         if isinstance(v, Value):
             sharding = costs.available(v)[0]
-            found.append((tensor, sharding, q.from_tensor(tensor, sharding)))
+            found.append((v, tensor, sharding, q.from_tensor(tensor, sharding)))
     return found
 
 
@@ -115,7 +115,7 @@ def _gathers_anyway(q, costs) -> bool:
     indexed dim, which splits: each device looks up the rows it holds)?"""
     return any(
         q.rule.factors[f].kind == "need_replication" and f not in q.lookup and q.size(a) > 1
-        for _, _, split in arrivals(q, costs)
+        for _, _, _, split in arrivals(q, costs)
         for f, a in split.items()
     )
 
@@ -142,12 +142,8 @@ def promised(q, costs) -> set[str]:
     device was 2.6-3.5x XLA's FLOPs)."""
     found: dict[int, list[tuple[set[str], int]]] = {}
     axes = set()
-    for v, tensor in zip(q.eqn.inputs, q.rule.operands, strict=True):
-        if not isinstance(v, Value):
-            continue
-        sharding = costs.available(v)[0]
+    for v, tensor, sharding, split in arrivals(q, costs):
         axes |= set(sharding.unreduced)
-        split = q.from_tensor(tensor, sharding)
         size = math.prod(v.shape) * as_dtype(v.dtype).itemsize
         for f in {f for fs in tensor for f in fs}:
             found.setdefault(f, []).append((set(split.get(f, ())), size))
