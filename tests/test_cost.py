@@ -239,6 +239,8 @@ FORI_OVER = examples.get("mlp_fori", specs={"x": (None, "y"), "w1": ("x", None),
     "(transformer_block, transformer_scan, mlp_cond), bytes 1.02-2.4x (moe, mlp_fori, "
     "mlp_while, transformer_scan). In 23 of the 25 ours is below XLA on another of the three",
 )
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(annotated())
 @example(FORI_OVER)
 def test_random_annotations_within_xla_flops_memory_and_bytes(ex):
     check_against_xla(ex)
