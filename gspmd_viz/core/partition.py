@@ -32,11 +32,13 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Resha
 
 
 class Partitioner:
-    """One pass. `follow`: propagation's split everywhere; `departed`: another one chosen."""
+    """One pass. `follow`: propagation's split everywhere; `spread`: the mesh axes an equation's
+    operands leave idle may share its work (split.EquationSplit.spread); `departed`: a split
+    other than propagation's was chosen."""
 
-    def __init__(self, prop, chip=None, follow: bool = False):
+    def __init__(self, prop, chip=None, follow: bool = False, spread: bool = False):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
-        self.follow, self.departed = follow, False
+        self.follow, self.spread, self.departed = follow, spread, False
         self.sizes, self.notes = prop.mesh.shape, []
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
         self.instructions: list = []

@@ -1,17 +1,15 @@
 """Choosing how one equation splits its factors over mesh axes, by what each choice costs.
 
-Candidates: the split propagation settled on, and the split each operand (in every sharding it
-is already available in; axes on a dim the equation cannot split moved to one it can) or result
-implies, and for a windowed op (concatenate, pad) what its consumers ask for or nothing split
-(gathering a concatenation's operands once beats a halo per operand or gathering its result;
-elsewhere that greedy choice can cost more later, as in the MoE example). A candidate is
+Candidates: the split propagation settled on, the split each operand (in every sharding it is
+available in; axes on a dim the equation cannot split moved to one it can) or result implies,
+for a windowed op (concatenate, pad) what its consumers ask for or nothing split (gathering a
+concatenation's operands once beats a halo per operand), pairs of these merged, and with
+`Costs.spread` each with its idle mesh axes sharing the work (split_cost.spread). A candidate is
 sanitized (only factors that may be split: pass, reductions that combine, lookups, halo-free
 windows; compound dims in contiguous blocks; each mesh axis once) and costed: resharding the
 operands to it, plus moving the results to what their consumers will ask for (or a value's only
-reader splitting to match, if cheaper: lookahead.py), in wire bytes; split_cost ranks the
-candidates by those bytes after memory and work done twice, and before time. A conv's rules
-(each spatial dim split with halos around its output rows, or as partial sums over its taps)
-all have their candidates costed; halos that cover a dim (XLA gathers) win only when cheaper.
+reader splitting to match, if cheaper: lookahead.py), in wire bytes, ranked by split_cost.
+A conv's rules (halos, or partial sums over taps) are all costed; covering halos win if cheaper.
 # XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
 """
 
@@ -27,7 +25,7 @@ from gspmd_viz.core.reduce_combine import RIGHT_AWAY, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.split_cost import merged, promised_by_any, rank, twice
+from gspmd_viz.core.split_cost import merged, promised_by_any, rank, spread, twice
 
 FactorAxes = dict[int, tuple[str, ...]]
 
@@ -51,6 +49,7 @@ class Costs(Protocol):
         """Were operand k's halos (in `sharding`, for `splits`) exchanged already?"""
 
     chip: object  # a split_cost.ChipCost, or None (no chip: FLOPs break ties)
+    spread: bool  # may idle mesh axes share an equation's work (split_cost.spread)?
 
 
 @functools.lru_cache(maxsize=4096)
@@ -282,11 +281,12 @@ class EquationSplit:
             found += [self.from_tensor(t, s) for s in costs.wanted(v)]  # gather before, not after
         if self.halo:  # or whole: concatenate([h, h]) gathers h once, not a halo per operand
             found.append({})
-        unique = []
-        for fa in map(self.sanitize, found):
-            if fa not in unique:
-                unique.append(fa)
-        return unique + [fa for fa in map(self.sanitize, merged(unique)) if fa not in unique]
+        unique: list[FactorAxes] = []
+        shared = functools.partial(spread, self) if costs.spread else (lambda _: [])
+        for more in (lambda _: found, merged, shared):
+            for fa in map(self.sanitize, more(unique)):
+                unique += [] if fa in unique else [fa]
+        return unique
 
     def rehomed(self, fa: FactorAxes) -> list[FactorAxes]:
         """fa with the axes this equation cannot split by (an update's rows, say) moved to

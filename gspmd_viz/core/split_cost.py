@@ -177,6 +177,27 @@ def merged(candidates: list[dict]) -> list[dict]:
     return [fa for fa in pairs if fa not in candidates]
 
 
+def spread(q, candidates: list[dict]) -> list[dict]:
+    """Each of q's candidate splits (q: a split.EquationSplit) with the mesh axes it leaves
+    idle also splitting a factor every operand and result may split (a matmul's rows or
+    columns, an elementwise op's dims): the idle devices share the work instead of repeating
+    it, and the result is gathered after if wanted whole. Not for an op that only moves data,
+    nor a reduction: it does too little per result to pay for another collective (a max over
+    split rows: one all-reduce, as XLA does)."""
+    flops, kinds = entry_for(q.eqn).flops, {f.kind for f in q.rule.factors}
+    if flops == 0 or (flops == 1 and "reduction" in kinds):
+        return []
+    out = []
+    for fa in candidates:
+        used = {a for axes in fa.values() for a in axes}
+        idle = tuple(a for a in q.mesh.axis_names if a not in used and q.sizes[a] > 1)
+        for axes in dict.fromkeys([(a,) for a in idle] + [idle] if idle else []):
+            for f, factor in enumerate(q.rule.factors):
+                if factor.kind == "pass":
+                    out.append({**fa, f: fa.get(f, ()) + axes})
+    return out
+
+
 def rank(q, fa, costs, wire_bytes: float, promise: set[str] | None = None) -> tuple:
     """The key split.EquationSplit.choose minimizes (see the module text); `costs.chip` is a
     ChipCost or None; `promise`: the axes promised, if not `promised(q, costs)`."""

@@ -1,7 +1,9 @@
-"""`partition(prop)`: two whole plans, one kept. Each equation choosing its cheapest split
+"""`partition(prop)`: three whole plans, one kept. Each equation choosing its cheapest split
 (greedy, one equation at a time) against every equation taking propagation's split, the plan
 XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
-to keep rows split eight ways, say, then moving those rows at every later matmul.
+to keep rows split eight ways, say, then moving those rows at every later matmul. With
+`share_idle`, the one kept then against the greedy plan whose matmuls let idle mesh axes share
+their work.
 """
 
 from __future__ import annotations
@@ -13,17 +15,22 @@ from gspmd_viz.units import format_bytes
 __all__ = ["partition", "preferred"]
 
 CLOSE = 0.05  # a follow plan may be this much slower on the chip: the time model is no finer
+ROOM = 0.10  # a plan that shares idle devices' work may hold this much more peak memory
 
+_SHARED = (
+    "mesh axes an equation's operands leave idle share its work (its result gathered after): "
+    "{} on the wire and {:,.0f} FLOPs per device, where repeating the work gave {} and {:,.0f}"
+)
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
     "where choosing each equation's cheapest split alone gave {} and {}"
 )
 
 
-def partition(prop, chip=None):
+def partition(prop, chip=None, share_idle: bool = False):
     """The per-device program (an SPMDProgram) for a propagated program
     (`gv.propagate(gv.trace(f, ...))`); `chip`: a split_cost.ChipCost the splits are timed on
-    (gv.partition passes gv.sim's)."""
+    (gv.partition passes gv.sim's); `share_idle`: weigh the plan of `shared` too."""
     if not hasattr(prop, "factor_axes") or not hasattr(prop, "program"):
         raise TypeError(
             f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
@@ -32,7 +39,25 @@ def partition(prop, chip=None):
     chosen = with_cost(greedy.run(), chip)
     if greedy.departed:
         chosen = preferred(chosen, with_cost(Partitioner(prop, chip, follow=True).run(), chip))
-    return chosen
+    if not share_idle:
+        return chosen
+    return shared(chosen, with_cost(Partitioner(prop, chip, spread=True).run(), chip))
+
+
+def shared(plain, spread):
+    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it sends no more wire
+    bytes, then does fewer FLOPs, and holds at most ROOM more peak memory; else `plain`. Each
+    equation sees only one reader ahead: sharing the work of a forward matmul can leave a
+    gradient split where the update must gather it whole, so the whole plans are compared."""
+    a, b = plain.cost, spread.cost
+    if (b.wire_bytes, b.flops) >= (a.wire_bytes, a.flops) or b.wire_bytes > a.wire_bytes:
+        return plain
+    if b.peak_bytes > (1 + ROOM) * a.peak_bytes:
+        return plain
+    spread.notes += (
+        _SHARED.format(format_bytes(b.wire_bytes), b.flops, format_bytes(a.wire_bytes), a.flops),
+    )
+    return spread
 
 
 def preferred(greedy, follow):
