@@ -29,14 +29,14 @@ def chip_cost(chip) -> ChipCost | None:
     )
 
 
-def partition(prop, chip="tpu-v3", share_idle: bool = False):
+def partition(prop, chip="tpu-v3", share_idle: bool = True):
     """The per-device program for `gv.propagate(gv.trace(f, ...))`, each equation's split
     chosen with `chip`'s numbers (split_cost: no work done twice, then wire bytes, then time on
     the chip; a split that would not fit in its HBM last). `spmd.cost` records what the plan
     costs per device there: FLOPs, bytes, estimated time and peak memory. When a cheapest
     split departs from propagation's, the plan that follows propagation everywhere (XLA's) is
     built too and kept if it is no worse (whole_plan.preferred; spmd.notes says so).
-    `share_idle`: also build the plan whose matmuls let the mesh axes their operands leave idle
-    share the work (the result gathered after), and keep it if it sends no more bytes and does
-    fewer FLOPs (whole_plan.shared). Off by default until the lessons teach its plans."""
+    `share_idle`: also build the plan whose equations let the mesh axes their operands leave
+    idle share the work (the result gathered after), and keep it if it sends no more bytes and
+    does fewer FLOPs (whole_plan.shared); False: idle devices repeat the work, as in XLA."""
     return whole_plan.partition(prop, chip_cost(chip), share_idle)

@@ -7,6 +7,8 @@ scattered values landing in it back.
 Oracles: the unpartitioned program for values; XLA's partitioner (same input and output
 shardings) for bytes."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,7 +52,8 @@ def test_input_gradient_of_a_split_conv_exchanges_halos_like_xla(mesh_axes, stri
 def test_kernel_gradient_of_a_split_conv_sums_partial_convs_over_shards(mesh_axes, split, stride):
     """The kernel gradient's window is the output gradient (as wide as the image) and its
     output the kernel's size: each shard convolves its rows (plus a halo) with its rows of the
-    output gradient, and one all-reduce of the kernel-sized result sums them, as XLA does. (On
+    output gradient, and one all-reduce of the kernel-sized result sums them, as XLA does; a
+    mesh axis no dim is split over shares the output features and gathers them after. (On
     Mesh(r=2, c=4) with only r used, jax.jit of this program returns a kernel gradient off by
     the unused axis's size on jax 0.10.2's CPU backend; ours equals the program on one device.)"""
     mesh = gv.Mesh(mesh_axes)
@@ -66,9 +69,16 @@ def test_kernel_gradient_of_a_split_conv_sums_partial_convs_over_shards(mesh_axe
 
     spmd, theirs = partitioned_and_xla(jax.grad(loss), w, x, mesh=mesh, tol=1e-4)
     assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
-    assert {c.kind for c in spmd.collectives} == {"collective-permute", "all-reduce"}
     (summed,) = [c for c in spmd.collectives if c.kind == "all-reduce"]
-    assert summed.shape == w.shape  # the kernel gradient itself, once
+    idle = tuple(a for a in mesh.axis_names if a not in spec)
+    shared = [c for c in spmd.collectives if c.kind == "all-gather"]
+    assert {c.kind for c in spmd.collectives} - {"all-gather"} == {
+        "collective-permute",
+        "all-reduce",
+    }
+    assert [c.axes for c in shared] == ([idle] if idle else [])
+    n = math.prod(mesh.shape[a] for a in idle)
+    assert summed.shape == (w.shape[0] // n, *w.shape[1:])  # the kernel gradient, once
 
 
 @st.composite

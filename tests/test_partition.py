@@ -80,7 +80,10 @@ def test_contracting_split_feeding_a_split_consumer_is_a_reduce_scatter():
         return gv.mesh_split(x @ gv.mesh_split(w, MESH, ("y", None)), MESH, ("y", None))
 
     spmd = gv.partition(gv.propagate(gv.trace(f, jnp.ones((16, 32)), jnp.ones((32, 8)))))
-    assert [(c.kind, c.axes) for c in spmd.collectives] == [("reduce-scatter", ("y",))]
+    # the 2 devices along x, idle in the matmul, share its columns and gather them after:
+    # reduce-scatter [16, 4] over y (192 B), all-gather [4, 4] over x (64 B), not 384 B alone
+    kinds = [(c.kind, c.axes, c.wire_bytes) for c in spmd.collectives]
+    assert kinds == [("reduce-scatter", ("y",), 3 / 4 * 16 * 4 * 4), ("all-gather", ("x",), 64)]
     x, w = jnp.arange(16 * 32.0).reshape(16, 32), jnp.ones((32, 8))
     assert_unpartitioned(spmd, x, w)
 

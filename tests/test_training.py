@@ -21,10 +21,10 @@ DP_MESH = gv.Mesh({"x": 8})
 MESH_2D = gv.Mesh({"x": 2, "y": 4})
 
 
-def _partition(step, *args):
+def _partition(step, *args, **options):
     program = gv.trace(step, *args)
     prop = gv.propagate(program)
-    return program, prop, gv.partition(prop)
+    return program, prop, gv.partition(prop, **options)
 
 
 def _bytes_by_kind(spmd, min_bytes=64):
@@ -190,7 +190,7 @@ def test_ledger_rows_scaled_to_a_new_size_equal_a_fresh_partition_there(strategy
     step = tz.make_step(mesh, examples.TRANSFORMER_SPECS if strategy == "2d" else tz.DP_SPECS)
     step = gv.weight_update_sharding(step, mesh, "x")
     params, opt, batches = tz.init(1, big["B"], big["L"], 0, big["M"], big["N"], big["D"], big["H"])
-    _, _, spmd = _partition(step, params, opt, batches(0))
+    _, _, spmd = _partition(step, params, opt, batches(0), share_idle=False)  # as ledger_rows
     scaled = st.scale_rows(rows, big, mesh.shape, layers=1)
     want = sum(c.wire_bytes for c in spmd.collectives)
     got = sum(n * _wire(k, s, math.prod(mesh.shape[a] for a in axes)) for k, axes, s, n in scaled)

@@ -44,7 +44,8 @@ def test_the_backward_checkpoint_is_fenced_and_a_plain_program_is_not():
     assert barriers(plain.instructions, plain.program.calls) == {}
 
 
-# Draws where each equation's cheapest split cost more later (before: ours / XLA)
+# Draws where each equation's cheapest split cost more later (before: ours / XLA); the plan
+# kept instead follows propagation, or lets idle devices share the work
 GREEDY = [
     # x rows kept split 8 ways by gathering w1: bytes 28.0 / 8.0 KiB, memory 2.43x
     {"x": (("x", "y"), None), "w1": (None, "x"), "w2": (None, "y")},
@@ -58,7 +59,7 @@ def test_draws_where_greedy_cost_more_follow_propagation_within_xla(specs):
     ex = _example("mlp_remat_grad", specs)
     check_against_xla(ex)
     spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
-    assert any("takes propagation's split" in n for n in spmd.notes)
+    assert any("takes propagation's split" in n or "share its work" in n for n in spmd.notes)
 
 
 def _plan(wire_bytes, peak_bytes, time_s):

@@ -33,7 +33,7 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Resha
 
 class Partitioner:
     """One pass. `follow`: propagation's split everywhere; `spread`: the mesh axes an equation's
-    operands leave idle may share its work (split.EquationSplit.spread); `departed`: a split
+    operands leave idle may share its work (split_cost.spread); `departed`: a split
     other than propagation's was chosen."""
 
     def __init__(self, prop, chip=None, follow: bool = False, spread: bool = False):

@@ -2,8 +2,8 @@
 (greedy, one equation at a time) against every equation taking propagation's split, the plan
 XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
 to keep rows split eight ways, say, then moving those rows at every later matmul. With
-`share_idle`, the one kept then against the greedy plan whose matmuls let idle mesh axes share
-their work.
+`share_idle`, the one kept then against the greedy plan whose equations let idle mesh axes
+share their work.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ CLOSE = 0.05  # a follow plan may be this much slower on the chip: the time mode
 ROOM = 0.10  # a plan that shares idle devices' work may hold this much more peak memory
 
 _SHARED = (
-    "mesh axes an equation's operands leave idle share its work (its result gathered after): "
-    "{} on the wire and {:,.0f} FLOPs per device, where repeating the work gave {} and {:,.0f}"
+    "devices along mesh axes an equation leaves idle share its work: {} on the wire and "
+    "{:,.0f} FLOPs per device, where the plan without sharing gave {} and {:,.0f}"
 )
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
@@ -27,7 +27,7 @@ _FOLLOWED = (
 )
 
 
-def partition(prop, chip=None, share_idle: bool = False):
+def partition(prop, chip=None, share_idle: bool = True):
     """The per-device program (an SPMDProgram) for a propagated program
     (`gv.propagate(gv.trace(f, ...))`); `chip`: a split_cost.ChipCost the splits are timed on
     (gv.partition passes gv.sim's); `share_idle`: weigh the plan of `shared` too."""
@@ -45,12 +45,12 @@ def partition(prop, chip=None, share_idle: bool = False):
 
 
 def shared(plain, spread):
-    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it sends no more wire
-    bytes, then does fewer FLOPs, and holds at most ROOM more peak memory; else `plain`. Each
+    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it does fewer FLOPs,
+    sends no more wire bytes and holds at most ROOM more peak memory; else `plain`. Each
     equation sees only one reader ahead: sharing the work of a forward matmul can leave a
     gradient split where the update must gather it whole, so the whole plans are compared."""
     a, b = plain.cost, spread.cost
-    if (b.wire_bytes, b.flops) >= (a.wire_bytes, a.flops) or b.wire_bytes > a.wire_bytes:
+    if b.wire_bytes > a.wire_bytes or b.flops >= a.flops:
         return plain
     if b.peak_bytes > (1 + ROOM) * a.peak_bytes:
         return plain
