@@ -2,8 +2,8 @@
 (greedy, one equation at a time) against every equation taking propagation's split, the plan
 XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
 to keep rows split eight ways, say, then moving those rows at every later matmul. With
-`share_idle`, the one kept then against the greedy plan whose equations let idle mesh axes
-share their work.
+`share_idle` (the default), the plan kept is then weighed against the greedy plan in which the
+mesh axes an equation leaves idle share its work (`shared`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.plan_record import with_cost
 from gspmd_viz.units import format_bytes
 
-__all__ = ["partition", "preferred"]
+__all__ = ["partition", "preferred", "shared"]
 
 CLOSE = 0.05  # a follow plan may be this much slower on the chip: the time model is no finer
 ROOM = 0.10  # a plan that shares idle devices' work may hold this much more peak memory
