@@ -33,7 +33,7 @@ from gspmd_viz.units import format_bytes, format_time  # noqa: E402
 def bytes_only():
     """The chooser before issue 11: candidates ranked by wire bytes alone, none merged."""
     saved = split.rank, split.twice, split.merged
-    split.rank = lambda q, fa, costs, wire_bytes, promise=None: (wire_bytes,)
+    split.rank = lambda q, fa, costs, wire_bytes, promise: (wire_bytes,)
     split.twice, split.merged = (lambda *a: 1), (lambda found: [])
     try:
         yield

@@ -357,9 +357,10 @@ def test_a_split_over_the_chips_hbm_ranks_last():
     whole, split = {}, q.sanitize(q.settled)  # [16, 32] @ [32, 64] -> [16, 64]: 14 KiB
     assert split_cost.local_bytes(q, whole) == 4 * (16 * 32 + 32 * 64 + 16 * 64)
     tiny = Arrivals(prop, gv.sim.Chip("tiny", 1e12, 4096, 1e9, 1e10, 1e-6))
-    over = [split_cost.rank(q, fa, tiny, 0.0)[0] for fa in (whole, split)]
+    promise = split_cost.promised(q, tiny)
+    over = [split_cost.rank(q, fa, tiny, 0.0, promise)[0] for fa in (whole, split)]
     assert over == [True, False]  # the split one (8 x 32, 32 x 16, 8 x 16 floats) fits
-    assert not split_cost.rank(q, whole, Arrivals(prop, "tpu-v3"), 0.0)[0]
+    assert not split_cost.rank(q, whole, Arrivals(prop, "tpu-v3"), 0.0, promise)[0]
 
 
 def test_peak_memory_keeps_inputs_and_outputs_and_frees_the_rest():

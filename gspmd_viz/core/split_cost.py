@@ -79,10 +79,10 @@ def local_bytes(q, fa) -> int:
     return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, shardings, strict=True))
 
 
-def twice(q, fa, costs, promise: set[str] | None = None) -> int:
+def twice(q, fa, costs, promise: set[str]) -> int:
     """How many devices compute each result of the equation under `fa` although its operands
-    arrive split so that they need not: the product of the sizes of the mesh axes that
-    `promised` names and `fa` splits no factor over. An op that only moves data computes
+    arrive split so that they need not: the product of the sizes of the mesh axes `promise`
+    (promised_by_any) names and `fa` splits no factor over. An op that only moves data computes
     nothing, so done whole it does nothing twice where it must gather anyway: a windowed op
     (concatenate, pad) may gather its operands once instead of exchanging a halo per operand,
     and a dynamic update of part of a split dim may gather it rather than move the split to
@@ -96,7 +96,6 @@ def twice(q, fa, costs, promise: set[str] | None = None) -> int:
     used = {a for axes in fa.values() for a in axes}
     if moves_only:
         used |= _asked_whole_over(q, costs)
-    promise = promised(q, costs) if promise is None else promise
     return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
 
 
@@ -198,9 +197,9 @@ def spread(q, candidates: list[dict]) -> list[dict]:
     return out
 
 
-def rank(q, fa, costs, wire_bytes: float, promise: set[str] | None = None) -> tuple:
+def rank(q, fa, costs, wire_bytes: float, promise: set[str]) -> tuple:
     """The key split.EquationSplit.choose minimizes (see the module text); `costs.chip` is a
-    ChipCost or None; `promise`: the axes promised, if not `promised(q, costs)`."""
+    ChipCost or None; `promise`: the axes the operands promise (promised_by_any)."""
     chip, work, held = costs.chip, flops(q, fa), local_bytes(q, fa)
     done_twice = twice(q, fa, costs, promise)
     if chip is None:
