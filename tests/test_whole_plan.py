@@ -81,3 +81,26 @@ def test_follow_is_kept_only_when_it_sends_and_holds_no_more(follow, kept):
     plans = {"greedy": _plan(100, 100, 1.0), "follow": _plan(*follow)}
     assert whole_plan.preferred(plans["greedy"], plans["follow"]) is plans[kept]
     assert bool(plans["follow"].notes) == (kept == "follow")
+
+
+def _cost(wire_bytes, flops, peak_bytes):
+    cost = SimpleNamespace(wire_bytes=wire_bytes, flops=flops, peak_bytes=peak_bytes)
+    return SimpleNamespace(cost=cost, notes=())
+
+
+@pytest.mark.parametrize(
+    "spread, kept",
+    [
+        ((90, 100, 100), "spread"),  # fewer bytes, as many FLOPs
+        ((100, 90, 100), "spread"),  # as many bytes, fewer FLOPs
+        ((90, 90, 110), "spread"),  # fewer of both, 10% more memory: within the room
+        ((100, 100, 90), "plain"),  # the same bytes and FLOPs: nothing shared is worth it
+        ((80, 101, 50), "plain"),  # more FLOPs, however few bytes or little memory
+        ((101, 80, 50), "plain"),  # more bytes
+        ((90, 90, 111), "plain"),  # over 10% more memory
+    ],
+)
+def test_sharing_is_kept_only_when_it_sends_and_computes_no_more(spread, kept):
+    plans = {"plain": _cost(100, 100, 100), "spread": _cost(*spread)}
+    assert whole_plan.shared(plans["plain"], plans["spread"]) is plans[kept]
+    assert bool(plans["spread"].notes) == (kept == "spread")

@@ -45,12 +45,16 @@ def partition(prop, chip=None, share_idle: bool = True):
 
 
 def shared(plain, spread):
-    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it does fewer FLOPs,
-    sends no more wire bytes and holds at most ROOM more peak memory; else `plain`. Each
-    equation sees only one reader ahead: sharing the work of a forward matmul can leave a
-    gradient split where the update must gather it whole, so the whole plans are compared."""
+    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it does no more
+    FLOPs and sends no more wire bytes, fewer of one, and holds at most ROOM more peak memory;
+    else `plain`. Each equation sees only one reader ahead: sharing the work of a forward
+    matmul can leave a gradient split where the update must gather it whole, so the whole
+    plans are compared."""
     a, b = plain.cost, spread.cost
-    if b.wire_bytes > a.wire_bytes or b.flops >= a.flops:
+    spread_sizes, plain_sizes = (b.wire_bytes, b.flops), (a.wire_bytes, a.flops)
+    if spread_sizes == plain_sizes or any(
+        s > p for s, p in zip(spread_sizes, plain_sizes, strict=True)
+    ):
         return plain
     if b.peak_bytes > (1 + ROOM) * a.peak_bytes:
         return plain
