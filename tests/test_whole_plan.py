@@ -104,3 +104,21 @@ def test_sharing_is_kept_only_when_it_sends_and_computes_no_more(spread, kept):
     plans = {"plain": _cost(100, 100, 100), "spread": _cost(*spread)}
     assert whole_plan.shared(plans["plain"], plans["spread"]) is plans[kept]
     assert bool(plans["spread"].notes) == (kept == "spread")
+
+
+@pytest.mark.parametrize(
+    "spread, kept",
+    [
+        ((80, 120, 100), "spread"),  # more FLOPs than the plain plan, no more than XLA's
+        ((80, 120, 90), "spread"),
+        ((80, 121, 90), "plain"),  # more FLOPs than XLA's plan too
+        ((100, 110, 90), "plain"),  # no fewer bytes
+        ((80, 110, 101), "plain"),  # more memory
+    ],
+)
+def test_sharing_may_do_more_flops_than_the_plain_plan_within_xlas(spread, kept):
+    """The greedy plan (100 B, 100 FLOPs) can do less work than XLA's plan (`follow`, 120
+    FLOPs); a sharing plan that sends fewer bytes in no more memory is kept within XLA's FLOPs."""
+    plans = {"plain": _cost(100, 100, 100), "spread": _cost(*spread)}
+    follow = _cost(200, 120, 200)
+    assert whole_plan.shared(plans["plain"], plans["spread"], follow) is plans[kept]

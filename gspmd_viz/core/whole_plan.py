@@ -36,32 +36,38 @@ def partition(prop, chip=None, share_idle: bool = True):
             f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
         )
     greedy = Partitioner(prop, chip)
-    chosen = with_cost(greedy.run(), chip)
+    chosen = follow = with_cost(greedy.run(), chip)
     if greedy.departed:
-        chosen = preferred(chosen, with_cost(Partitioner(prop, chip, follow=True).run(), chip))
+        follow = with_cost(Partitioner(prop, chip, follow=True).run(), chip)
+        chosen = preferred(chosen, follow)
     if not share_idle:
         return chosen
-    return shared(chosen, with_cost(Partitioner(prop, chip, spread=True).run(), chip))
+    return shared(chosen, with_cost(Partitioner(prop, chip, spread=True).run(), chip), follow)
 
 
-def shared(plain, spread):
-    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it does no more
-    FLOPs and sends no more wire bytes, fewer of one, and holds at most ROOM more peak memory;
-    else `plain`. Each equation sees only one reader ahead: sharing the work of a forward
-    matmul can leave a gradient split where the update must gather it whole, so the whole
-    plans are compared."""
+def shared(plain, spread, follow=None):
+    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it sends no more wire
+    bytes and does no more FLOPs, fewer of one, in at most ROOM more peak memory; or when it
+    sends fewer bytes in no more memory and does no more FLOPs than `follow`, the plan that
+    takes propagation's split everywhere (XLA's; `plain` when omitted). Else `plain`. Each
+    equation sees only one reader ahead: sharing the work of a forward matmul can leave a
+    gradient split where the update must gather it whole, so the whole plans are compared."""
     a, b = plain.cost, spread.cost
-    spread_sizes, plain_sizes = (b.wire_bytes, b.flops), (a.wire_bytes, a.flops)
-    if spread_sizes == plain_sizes or any(
-        s > p for s, p in zip(spread_sizes, plain_sizes, strict=True)
-    ):
-        return plain
-    if b.peak_bytes > (1 + ROOM) * a.peak_bytes:
+    ceiling = (follow or plain).cost.flops
+    less_work = _fewer((b.wire_bytes, b.flops), (a.wire_bytes, a.flops))
+    less_work = less_work and b.peak_bytes <= (1 + ROOM) * a.peak_bytes
+    lighter = b.wire_bytes < a.wire_bytes and b.peak_bytes <= a.peak_bytes and b.flops <= ceiling
+    if not (less_work or lighter):
         return plain
     spread.notes += (
         _SHARED.format(format_bytes(b.wire_bytes), b.flops, format_bytes(a.wire_bytes), a.flops),
     )
     return spread
+
+
+def _fewer(ours: tuple, theirs: tuple) -> bool:
+    """Whether `ours` is nowhere larger than `theirs` and somewhere smaller."""
+    return ours != theirs and all(o <= t for o, t in zip(ours, theirs, strict=True))
 
 
 def preferred(greedy, follow):
@@ -72,9 +78,7 @@ def preferred(greedy, follow):
     if a.chip is not None and b.time_s > (1 + CLOSE) * a.time_s:
         return greedy
     greedy_sizes, follow_sizes = (a.wire_bytes, a.peak_bytes), (b.wire_bytes, b.peak_bytes)
-    if follow_sizes == greedy_sizes or any(
-        f > g for f, g in zip(follow_sizes, greedy_sizes, strict=True)
-    ):
+    if not _fewer(follow_sizes, greedy_sizes):
         return greedy
     sizes = (b.wire_bytes, b.peak_bytes, a.wire_bytes, a.peak_bytes)
     follow.notes += (_FOLLOWED.format(*map(format_bytes, sizes)),)
