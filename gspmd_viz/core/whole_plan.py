@@ -21,6 +21,7 @@ _SHARED = (
     "devices along mesh axes an equation leaves idle share its work: {} on the wire and "
     "{:,.0f} FLOPs per device, where the plan without sharing gave {} and {:,.0f}"
 )
+_WITHIN = " (more FLOPs for fewer bytes, within the {:,.0f} of propagation's split everywhere)"
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
     "where choosing each equation's cheapest split alone gave {} and {}"
@@ -59,9 +60,10 @@ def shared(plain, spread, follow=None):
     lighter = b.wire_bytes < a.wire_bytes and b.peak_bytes <= a.peak_bytes and b.flops <= ceiling
     if not (less_work or lighter):
         return plain
-    spread.notes += (
-        _SHARED.format(format_bytes(b.wire_bytes), b.flops, format_bytes(a.wire_bytes), a.flops),
-    )
+    note = _SHARED.format(format_bytes(b.wire_bytes), b.flops, format_bytes(a.wire_bytes), a.flops)
+    if b.flops > a.flops:
+        note += _WITHIN.format(ceiling)
+    spread.notes += (note,)
     return spread
 
 
