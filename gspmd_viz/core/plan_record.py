@@ -119,17 +119,21 @@ def _inner(ins) -> tuple:
 
 
 def staging_bytes(ins) -> int:
-    """Bytes one instruction's collectives stage while they run: an all-gather or
-    reduce-scatter along a dim that is not its operand's outermost (past size-1 dims) first
-    copies the operand so that each device's piece is contiguous, and holds that copy beside
-    it. (An all-to-all's chunks are not counted: measured, counting them mended one seeded
-    draw and misjudged a convolution whose all-to-alls replace a halo.)"""
+    """Bytes one instruction's collectives stage while they run: each piece a device sends that
+    is not already a contiguous block of one buffer is copied out first, and each piece it
+    receives lands in a buffer of its own before it is put in place. So an all-to-all stages
+    its operand (the chunks), a collective-permute the piece it sends (a halo's edge), and an
+    all-gather or reduce-scatter along a dim that is not its operand's outermost (past size-1
+    dims) a copy of its operand; an all-reduce, or a gather along the outermost dim, works in
+    place."""
     staged = 0
     for c in getattr(ins, "collectives", ()):
-        if c.kind in ("all-gather", "reduce-scatter") and c.dims:
-            outermost = next((d for d, n in enumerate(c.shape) if n > 1), 0)
-            if c.dims[0] != outermost:
-                staged += c.operand_bytes
+        outermost = next((d for d, n in enumerate(c.shape) if n > 1), 0)
+        along_inner = bool(c.dims) and c.dims[0] != outermost
+        if c.kind in ("all-to-all", "collective-permute") or (
+            c.kind in ("all-gather", "reduce-scatter") and along_inner
+        ):
+            staged += c.operand_bytes
     return staged
 
 
