@@ -10,7 +10,9 @@ FLOPs on the zoo's training step). So a split's rank is, in order:
      uses for no factor all compute the same thing: the product of those axes' sizes (1: no
      redundant work). A gather or copy counts too: whatever reads its replicated result would
      compute replicated as well. An axis one operand splits a factor over while another holds it
-     whole promises nothing: gathering that operand is XLA's plan and often the cheaper one;
+     whole promises nothing: gathering that operand is XLA's plan and often the cheaper one.
+     Times the devices idle on padding: a factor split over more devices than it has elements
+     (4 experts over 8) leaves the rest computing on nothing (`idle_on_padding`);
   3. wire bytes (split.EquationSplit.cost: operands fetched, results moved where wanted);
   4. time on the chip: local FLOPs at peak plus each collective's ring time (gv.sim's chip
      through `ChipCost`; core knows no chip by name), or the FLOPs alone without a chip;
@@ -97,6 +99,16 @@ def twice(q, fa, costs, promise: set[str]) -> int:
     if moves_only:
         used |= _asked_whole_over(q, costs)
     return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
+
+
+def idle_on_padding(q, fa) -> float:
+    """How many devices there are for each one that holds a piece of work under `fa` when a
+    factor is split over more devices than it has elements (E = 4 experts over 8 devices: half
+    of them hold only padding, 2). 1 when every device holds part of each split factor."""
+    if entry_for(q.eqn).flops == 0:
+        return 1.0
+    sizes = (q.size(axes) / q.rule.factors[f].size for f, axes in fa.items())
+    return math.prod(n for n in sizes if n > 1)
 
 
 def arrivals(q, costs) -> list[tuple]:
@@ -201,7 +213,7 @@ def rank(q, fa, costs, wire_bytes: float, promise: set[str]) -> tuple:
     """The key split.EquationSplit.choose minimizes (see the module text); `costs.chip` is a
     ChipCost or None; `promise`: the axes the operands promise (promised_by_any)."""
     chip, work, held = costs.chip, flops(q, fa), local_bytes(q, fa)
-    done_twice = twice(q, fa, costs, promise)
+    done_twice = twice(q, fa, costs, promise) * idle_on_padding(q, fa)
     if chip is None:
         return (False, done_twice, wire_bytes, work, held)
     return (held > chip.hbm_bytes, done_twice, wire_bytes, work / chip.peak_flops, held)
