@@ -11,8 +11,9 @@ FLOPs on the zoo's training step). So a split's rank is, in order:
      redundant work). A gather or copy counts too: whatever reads its replicated result would
      compute replicated as well. An axis one operand splits a factor over while another holds it
      whole promises nothing: gathering that operand is XLA's plan and often the cheaper one.
-     Times the devices idle on padding: a factor split over more devices than it has elements
-     (4 experts over 8) leaves the rest computing on nothing (`idle_on_padding`);
+     The count is multiplied by the devices idle on padding: a factor split over more devices
+     than it has elements (4 experts over 8) leaves the rest computing on nothing
+     (`idle_on_padding`);
   3. wire bytes (split.EquationSplit.cost: operands fetched, results moved where wanted);
   4. time on the chip: local FLOPs at peak plus each collective's ring time (gv.sim's chip
      through `ChipCost`; core knows no chip by name), or the FLOPs alone without a chip;
