@@ -16,12 +16,14 @@ __all__ = ["partition", "preferred", "shared"]
 
 CLOSE = 0.05  # a follow plan may be this much slower on the chip: the time model is no finer
 ROOM = 0.10  # a plan that shares idle devices' work may hold this much more peak memory
+SLACK = 0.05  # or send and compute this much more, to hold ROOM less
 
 _SHARED = (
     "devices along mesh axes an equation leaves idle share its work: {} on the wire and "
     "{:,.0f} FLOPs per device, where the plan without sharing gave {} and {:,.0f}"
 )
 _WITHIN = " (more FLOPs for fewer bytes, within the {:,.0f} of propagation's split everywhere)"
+_LEANER = " (in {} peak memory where the plan without sharing holds {})"
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
     "where choosing each equation's cheapest split alone gave {} and {}"
@@ -49,20 +51,27 @@ def partition(prop, chip=None, share_idle: bool = True):
 def shared(plain, spread, follow=None):
     """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it sends no more wire
     bytes and does no more FLOPs, fewer of one, in at most ROOM more peak memory; or when it
-    sends fewer bytes in no more memory and does no more FLOPs than `follow`, the plan that
-    takes propagation's split everywhere (XLA's; `plain` when omitted). Else `plain`. Each
-    equation sees only one reader ahead: sharing the work of a forward matmul can leave a
-    gradient split where the update must gather it whole, so the whole plans are compared."""
+    holds ROOM less memory for at most SLACK more bytes and FLOPs; or when it sends fewer bytes
+    in no more memory and does no more FLOPs than `follow`, the plan that takes propagation's
+    split everywhere (XLA's; `plain` when omitted). Else `plain`. Each equation sees only one
+    reader ahead: sharing the work of a forward matmul can leave a gradient split where the
+    update must gather it whole, so the whole plans are compared."""
     a, b = plain.cost, spread.cost
     ceiling = (follow or plain).cost.flops
     less_work = _fewer((b.wire_bytes, b.flops), (a.wire_bytes, a.flops))
     less_work = less_work and b.peak_bytes <= (1 + ROOM) * a.peak_bytes
+    leaner = (1 + ROOM) * b.peak_bytes <= a.peak_bytes and all(
+        ours <= (1 + SLACK) * theirs
+        for ours, theirs in ((b.wire_bytes, a.wire_bytes), (b.flops, a.flops))
+    )
     lighter = b.wire_bytes < a.wire_bytes and b.peak_bytes <= a.peak_bytes and b.flops <= ceiling
-    if not (less_work or lighter):
+    if not (less_work or leaner or lighter):
         return plain
     note = _SHARED.format(format_bytes(b.wire_bytes), b.flops, format_bytes(a.wire_bytes), a.flops)
-    if b.flops > a.flops:
+    if b.flops > a.flops and not leaner:
         note += _WITHIN.format(ceiling)
+    if leaner and not less_work:
+        note += _LEANER.format(format_bytes(b.peak_bytes), format_bytes(a.peak_bytes))
     spread.notes += (note,)
     return spread
 
