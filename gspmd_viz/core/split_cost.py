@@ -92,14 +92,24 @@ def twice(q, fa, costs, promise: set[str]) -> int:
     another dim and back (XLA gathers); and over a mesh axis every reader asks for the result
     whole on, it is gathered anyway, so the bytes decide where (a widening convert gathers its
     narrower operand, as XLA does; a lookup gathers its table when that is smaller than the
-    rows it looks up, and the matmul that reads them needs them whole over the table's axis)."""
+    rows it looks up, and the matmul that reads them needs them whole over the table's axis).
+    An elementwise op does one FLOP a result, no more than the copy a collective makes of it, so
+    repeating it counts for nothing and the bytes decide (a loop's carry plus its update is
+    added where the carry lives, not moved to the update's split and gathered back)."""
     moves_only = entry_for(q.eqn).flops == 0
     if moves_only and (q.halo or _gathers_anyway(q, costs)):
+        return 1
+    if _elementwise(q):
         return 1
     used = {a for axes in fa.values() for a in axes}
     if moves_only:
         used |= _asked_whole_over(q, costs)
     return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
+
+
+def _elementwise(q) -> bool:
+    """One FLOP a point and every factor passing through (add, max, exp; not a reduction)."""
+    return entry_for(q.eqn).flops == 1 and all(f.kind == "pass" for f in q.rule.factors)
 
 
 def idle_on_padding(q, fa) -> float:
