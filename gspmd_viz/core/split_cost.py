@@ -9,8 +9,10 @@ FLOPs on the zoo's training step). So a split's rank is, in order:
      holding a factor arrives split over them, or holds pending sums over them) but the split
      uses for no factor all compute the same thing: the product of those axes' sizes (1: no
      redundant work). A gather or copy counts too: whatever reads its replicated result would
-     compute replicated as well. An axis one operand splits a factor over while another holds it
-     whole promises nothing: gathering that operand is XLA's plan and often the cheaper one.
+     compute replicated as well. An elementwise op does not: its one FLOP a result costs no
+     more than a collective's copy of it. An axis one operand splits a factor over while
+     another holds it whole promises nothing: gathering that operand is XLA's plan and often
+     the cheaper one.
      The count is multiplied by the devices idle on padding: a factor split over more devices
      than it has elements (4 experts over 8) leaves the rest computing on nothing
      (`idle_on_padding`);
