@@ -1,17 +1,21 @@
 """Two things the per-equation chooser cannot see, checked against XLA's compiled programs
 (tests/test_cost.py's bounds): jax.checkpoint's recomputation kept apart in the runner, so the
 forward's buffers die early as in XLA's program; and a greedy plan that costs more later than
-following propagation everywhere (the plan XLA emits) is replaced by that plan."""
+following propagation everywhere (the plan XLA emits) is replaced by that plan. And the follow
+plan itself: XLA's, where an equation's operands disagree, and exact on random draws."""
 
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import gspmd_viz as gv
-from gspmd_viz import examples
+from gspmd_viz import examples, xla_cost
 from gspmd_viz.core import whole_plan
+from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.recompute import barriers
-from tests.test_cost import check_against_xla
+from tests.test_cost import annotated, check_against_xla
+from tests.test_partition import assert_unpartitioned
 
 
 def _example(name, specs):
@@ -130,3 +134,44 @@ def test_sharing_may_do_more_flops_than_the_plain_plan_within_xlas(spread, kept)
     if kept == "spread":  # the note says why the extra FLOPs are allowed
         within = "within the 120 of propagation's split everywhere)"
         assert plans["spread"].notes[-1].endswith(within)
+
+
+# --- the follow plan is XLA's plan --------------------------------------------------------------
+
+# mlp_fori's first matmul reads x[16, 32/y] and w1[32/x, 64]: the operands disagree on the
+# contraction, so propagation settles no split for it, while its result is propagated as
+# [16, 64/x] (from w2, read next). XLA computes that result split over x as propagated and
+# reshards the operands to it; the follow plan once computed it whole on every device and
+# sliced it (FLOPs 1.79x, bytes 1.25x, memory 1.11x XLA's)
+RESULT_SPLIT = {"x": (None, "y"), "w1": ("x", None), "w2": ("x", "y")}
+
+
+def _follow(ex):
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    return Partitioner(prop, follow=True), prop
+
+
+def test_follow_computes_a_result_split_as_propagated_when_its_operands_disagree():
+    follow, prop = _follow(_example("mlp_fori", RESULT_SPLIT))
+    (dot,) = [e for e in prop.program.equations if e.index == 8]
+    q = follow.split(dot)
+    assert dot.primitive == "dot_general" and q.sanitize(q.settled) == {}
+    assert q.propagated[0] == gv.Sharding(prop.mesh, (None, "x"))
+    assert q.result_driven() == {2: ("x",)}  # factors b, k, n: n (w1's columns) over x
+
+
+def test_the_follow_plan_of_a_draw_whose_operands_disagree_is_xlas():
+    ex = _example("mlp_fori", RESULT_SPLIT)
+    follow, _ = _follow(ex)
+    spmd = follow.run()
+    assert_unpartitioned(spmd, *ex.args)
+    side = xla_cost.compare(ex.fn, ex.args, spmd)
+    assert side.ours.flops == side.xla.flops and side.ours.wire_bytes == side.xla.wire_bytes
+    assert side.ours.memory <= side.xla.memory, side.text()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(annotated())
+def test_the_follow_plan_partitions_random_annotations_exactly(ex):
+    follow, _ = _follow(ex)
+    assert_unpartitioned(follow.run(), *ex.args)

@@ -32,9 +32,10 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Resha
 
 
 class Partitioner:
-    """One pass. `follow`: propagation's split everywhere; `spread`: the mesh axes an equation's
-    operands leave idle may share its work (split_cost.spread); `departed`: a split
-    other than propagation's was chosen."""
+    """One pass. `follow`: the split XLA's partitioner takes everywhere (propagation's, or the
+    results' where the operands disagreed: EquationSplit.result_driven); `spread`: the mesh
+    axes an equation's operands leave idle may share its work (split_cost.spread); `departed`:
+    a split other than propagation's was chosen."""
 
     def __init__(self, prop, chip=None, follow: bool = False, spread: bool = False):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
@@ -163,7 +164,7 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        q, fa = (q0, settled) if self.follow else choose(splits, self)
+        q, fa = (q0, q0.result_driven()) if self.follow else choose(splits, self)
         self.departed |= q is not q0 or fa != settled
         return q, fa
 
