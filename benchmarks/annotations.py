@@ -4,8 +4,11 @@ one dim or none; an annotation left out 30% of the time), partitioned, and compa
 with XLA's compiled program: FLOPs (bound 1.05x), memory (1.10x), wire bytes (1.0x). Prints each
 draw over a bound ("dominated": at or over XLA on all three), then the count per program.
 
-    PYTHONPATH=$PWD python benchmarks/annotations.py --seed 1 --tries 320 [--part 0/2]
+    PYTHONPATH=$PWD python benchmarks/annotations.py --seed 1 --tries 320 [--part 0/2] [--plans]
 
+`--plans` also compiles each of gv.partition's three whole plans (greedy, follow: XLA's split
+everywhere, spread: idle devices share the work) and counts the draws each is within all bounds
+on: how close the follow plan is to XLA's own, and how many draws a better choice could mend.
 Two processes (`--part 0/2`, `--part 1/2`) split the draws; seed 1 with 320 tries gives the 307
 distinct draws the issue notes count.
 """
@@ -19,6 +22,10 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 from gspmd_viz import examples, xla_cost  # noqa: E402
+from gspmd_viz.core.partition import Partitioner  # noqa: E402
+from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
+
+PLANS = {"greedy": {}, "follow": {"follow": True}, "spread": {"spread": True}}
 
 BOUNDS = {"flops": 1.05, "memory": 1.10, "wire_bytes": 1.0}
 LEFT_OUT = 0.3  # how often an annotation is drawn as absent
@@ -56,24 +63,43 @@ def draws(seed: int, tries: int) -> list[examples.Example]:
     return found
 
 
-def ratios(ex: examples.Example) -> dict[str, float]:
-    """Ours / XLA's per device for one annotated program."""
-    spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
+def ratios(ex: examples.Example, spmd=None) -> dict[str, float]:
+    """Ours / XLA's per device for one annotated program (`spmd`: gv.partition's plan)."""
+    spmd = spmd or gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
     side = xla_cost.compare(ex.fn, ex.args, spmd)
     return {k: side.ratio(k) for k in BOUNDS}
 
 
-def main(seed: int, tries: int, part: int, parts: int) -> None:
+def within(r: dict[str, float]) -> bool:
+    return all(r[k] <= bound for k, bound in BOUNDS.items())
+
+
+def plans_within(ex: examples.Example) -> list[str]:
+    """The whole plans (PLANS) that are within all bounds on one draw."""
+    prop, chip = gv.propagate(gv.trace(ex.fn, *ex.args)), chip_cost("tpu-v3")
+    return [
+        name
+        for name, kw in PLANS.items()
+        if within(ratios(ex, Partitioner(prop, chip, **kw).run()))
+    ]
+
+
+def main(seed: int, tries: int, part: int, parts: int, plans: bool = False) -> None:
     mine = [ex for i, ex in enumerate(draws(seed, tries)) if i % parts == part]
-    over = collections.Counter()
+    over, kept = collections.Counter(), collections.Counter()
     for ex in mine:
         r = ratios(ex)
-        if any(r[k] > bound for k, bound in BOUNDS.items()):
+        if plans:
+            found = plans_within(ex)
+            kept.update(found + (["any"] if found else []))
+        if not within(r):
             over[ex.name] += 1
             dominated = " dominated" if all(v >= 1 for v in r.values()) else ""
             figures = " ".join(f"{k} {v:.3f}" for k, v in r.items())
             print(f"over: {ex.name} {ex.specs}: {figures}{dominated}", flush=True)
     print(f"{len(mine)} draws, {sum(over.values())} over a bound: {dict(sorted(over.items()))}")
+    if plans:
+        print(f"within all bounds, of {len(mine)} draws: {dict(kept)}")
 
 
 if __name__ == "__main__":
@@ -81,6 +107,7 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tries", type=int, default=320)
     parser.add_argument("--part", default="0/1", help="k/n: the k-th of n interleaved shares")
+    parser.add_argument("--plans", action="store_true", help="count each whole plan too")
     args = parser.parse_args()
     k, n = (int(s) for s in args.part.split("/"))
-    main(args.seed, args.tries, k, n)
+    main(args.seed, args.tries, k, n, args.plans)
