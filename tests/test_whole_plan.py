@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 import gspmd_viz as gv
 from gspmd_viz import examples, xla_cost
 from gspmd_viz.core import whole_plan
+from gspmd_viz.core.follow import result_driven
 from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.recompute import barriers
 from tests.test_cost import annotated, check_against_xla
@@ -157,7 +158,7 @@ def test_follow_computes_a_result_split_as_propagated_when_its_operands_disagree
     q = follow.split(dot)
     assert dot.primitive == "dot_general" and q.sanitize(q.settled) == {}
     assert q.propagated[0] == gv.Sharding(prop.mesh, (None, "x"))
-    assert q.result_driven() == {2: ("x",)}  # factors b, k, n: n (w1's columns) over x
+    assert result_driven(q) == {2: ("x",)}  # factors b, k, n: n (w1's columns) over x
 
 
 def test_the_follow_plan_of_a_draw_whose_operands_disagree_is_xlas():

@@ -30,8 +30,9 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      instruction reads) and the plan's record, a checkpoint's
                                      recomputation kept apart, and running
                                      instructions from a table
-  partition    split lookahead remake regions partition whole_plan
-                                     choosing each equation's split; what handing its
+  partition    split follow lookahead remake regions partition whole_plan
+                                     choosing each equation's split; the split XLA takes
+                                     (the follow plan's); what handing its
                                      results on costs, one reader ahead; values made from
                                      scalars made again where needed; loops partitioned
                                      once into a per-device loop; the pass itself; its
@@ -45,6 +46,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
 families families_indexed registry propagation propagate collective halo_rounds halo
 halo_exchange halo_ops halo_program block_moves moves reshard spmd spmd_regions lower kernels
-reduce_combine split_cost plan_record recompute execute split lookahead remake regions partition
-whole_plan pipeline pipeline_gspmd training
+reduce_combine split_cost plan_record recompute execute split follow lookahead remake regions
+partition whole_plan pipeline pipeline_gspmd training
 """

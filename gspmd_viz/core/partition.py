@@ -21,6 +21,7 @@ import numpy as np
 
 from gspmd_viz.core import block_moves, halo_ops, lookahead, lower, regions, remake
 from gspmd_viz.core.execute import SPMDProgram
+from gspmd_viz.core.follow import result_driven
 from gspmd_viz.core.program import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
 from gspmd_viz.core.registry import entry_for
@@ -32,10 +33,8 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Resha
 
 
 class Partitioner:
-    """One pass. `follow`: the split XLA's partitioner takes everywhere (propagation's, or the
-    results' where the operands disagreed: EquationSplit.result_driven); `spread`: the mesh
-    axes an equation's operands leave idle may share its work (split_cost.spread); `departed`:
-    a split other than propagation's was chosen."""
+    """One pass. `follow`: XLA's split everywhere (follow.py); `spread`: idle mesh axes may share
+    an equation's work (split_cost.spread); `departed`: a split not propagation's was chosen."""
 
     def __init__(self, prop, chip=None, follow: bool = False, spread: bool = False):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
@@ -164,7 +163,7 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        q, fa = (q0, q0.result_driven()) if self.follow else choose(splits, self)
+        q, fa = (q0, result_driven(q0)) if self.follow else choose(splits, self)
         self.departed |= q is not q0 or fa != settled
         return q, fa
 

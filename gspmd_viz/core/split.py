@@ -219,31 +219,6 @@ class EquationSplit:
                 out[f] = tuple(keep)
         return out
 
-    def result_driven(self) -> FactorAxes:
-        """The split XLA's partitioner takes: propagation's, unless that leaves the results on
-        fewer mesh axes than their propagated shardings split them by (the operands disagreed,
-        and a consumer split the results); then the results' split, plus the settled split's
-        other factors on the axes the results leave free. XLA computes such a result as
-        propagated and reshards the operands to it, rather than computing it whole on every
-        device and slicing. (Where the settled split holds partial sums, XLA may instead
-        reduce them and reshard after: measured on 307 random draws, this rule still puts the
-        follow plan within XLA's bounds more often, 226 draws against 222.)"""
-        settled = self.sanitize(self.settled)
-        results = range(len(self.propagated))
-        held = set().union(*(_held(self.result_sharding(settled, j)) for j in results))
-        if set().union(*map(_held, self.propagated)) <= held:
-            return settled
-        fa: FactorAxes = {}
-        for s, t in zip(self.propagated, self.rule.results, strict=True):
-            for f, axes in self.from_tensor(t, s).items():
-                fa.setdefault(f, axes)
-        used = {a for axes in fa.values() for a in axes}
-        for f, axes in settled.items():
-            if not fa.get(f) and not used & set(axes):
-                fa[f] = axes
-                used.update(axes)
-        return self.sanitize(fa)
-
     def likely_operand(self, i: int) -> Sharding:
         """The sharding this equation will likely read operand i in: by propagation's split, or
         when that splits nothing (its operand and result disagreed: `rev` of rows split into
@@ -328,11 +303,6 @@ class EquationSplit:
             for f, axes in moved
             if self.size(kept.get(f, ())) == 1 and self.splittable(f, axes)  # size-1: unsplit
         ]
-
-
-def _held(s: Sharding) -> tuple[str, ...]:
-    """The mesh axes a sharding splits by or holds partial sums over."""
-    return tuple(a for d in range(len(s.spec)) for a in s.dim_axes(d)) + tuple(s.unreduced)
 
 
 def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
