@@ -158,7 +158,7 @@ def test_follow_computes_a_result_split_as_propagated_when_its_operands_disagree
     q = follow.split(dot)
     assert dot.primitive == "dot_general" and q.sanitize(q.settled) == {}
     assert q.propagated[0] == gv.Sharding(prop.mesh, (None, "x"))
-    assert result_driven(q) == {2: ("x",)}  # factors b, k, n: n (w1's columns) over x
+    assert result_driven(q) == {2: ("x",)}  # factors: rows 16, contraction 32, columns 64
 
 
 def test_the_follow_plan_of_a_draw_whose_operands_disagree_is_xlas():

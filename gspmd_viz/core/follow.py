@@ -1,7 +1,7 @@
 """The split XLA's partitioner takes for one equation: the follow plan's (whole_plan builds it
 beside the greedy plan). Mostly propagation's settled split; where the operands disagreed and a
 consumer split the results, the results' split.
-# XLA: SpmdPartitioningVisitor::HandleDotHelper reshards operands to the output sharding
+# XLA: dot_handler.cc (PartitionDot: the output sharding drives how the operands are resharded)
 """
 
 from __future__ import annotations
