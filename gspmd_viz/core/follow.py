@@ -38,6 +38,6 @@ def result_driven(q: EquationSplit) -> FactorAxes:
     return q.sanitize(fa)
 
 
-def _held(s: Sharding) -> tuple[str, ...]:
+def _held(s: Sharding) -> set[str]:
     """The mesh axes a sharding splits by or holds partial sums over."""
-    return tuple(a for d in range(len(s.spec)) for a in s.dim_axes(d)) + tuple(s.unreduced)
+    return set(s.tiled_axes) | s.unreduced
