@@ -63,10 +63,9 @@ def draws(seed: int, tries: int) -> list[examples.Example]:
     return found
 
 
-def ratios(ex: examples.Example, spmd=None) -> dict[str, float]:
-    """Ours / XLA's per device for one annotated program (`spmd`: gv.partition's plan)."""
-    spmd = spmd or gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
-    side = xla_cost.compare(ex.fn, ex.args, spmd)
+def ratios(ex: examples.Example, spmd, xla: xla_cost.Measured) -> dict[str, float]:
+    """Ours / XLA's per device for one plan of an annotated program."""
+    side = xla_cost.Side(xla_cost.ours(spmd, ex.args), xla)
     return {k: side.ratio(k) for k in BOUNDS}
 
 
@@ -74,13 +73,13 @@ def within(r: dict[str, float]) -> bool:
     return all(r[k] <= bound for k, bound in BOUNDS.items())
 
 
-def plans_within(ex: examples.Example) -> list[str]:
+def plans_within(ex: examples.Example, prop, xla: xla_cost.Measured) -> list[str]:
     """The whole plans (PLANS) that are within all bounds on one draw."""
-    prop, chip = gv.propagate(gv.trace(ex.fn, *ex.args)), chip_cost("tpu-v3")
+    chip = chip_cost("tpu-v3")
     return [
         name
         for name, kw in PLANS.items()
-        if within(ratios(ex, Partitioner(prop, chip, **kw).run()))
+        if within(ratios(ex, Partitioner(prop, chip, **kw).run(), xla))
     ]
 
 
@@ -88,9 +87,11 @@ def main(seed: int, tries: int, part: int, parts: int, plans: bool = False) -> N
     mine = [ex for i, ex in enumerate(draws(seed, tries)) if i % parts == part]
     over, kept = collections.Counter(), collections.Counter()
     for ex in mine:
-        r = ratios(ex)
+        prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+        xla = xla_cost.xlas(ex.fn, ex.args, prop)  # compiled once, for every plan
+        r = ratios(ex, gv.partition(prop), xla)
         if plans:
-            found = plans_within(ex)
+            found = plans_within(ex, prop, xla)
             kept.update(found + (["any"] if found else []))
         if not within(r):
             over[ex.name] += 1

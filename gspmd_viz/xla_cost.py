@@ -14,7 +14,7 @@ import dataclasses
 from gspmd_viz.units import format_bytes
 from gspmd_viz.xla_collectives import compiled, parse_hlo
 
-__all__ = ["Measured", "Side", "analysis", "compare"]
+__all__ = ["Measured", "Side", "analysis", "compare", "ours", "xlas"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,12 +57,21 @@ def analysis(executable) -> tuple[float, int]:
     return float(cost.get("flops", 0.0)), int(total - mem.alias_size_in_bytes)
 
 
+def ours(spmd, args) -> Measured:
+    """Our per-device program for `args`, compiled and measured."""
+    return Measured(*analysis(spmd.compiled(*args)), spmd.wire_bytes)
+
+
+def xlas(f, args, prop) -> Measured:
+    """XLA's partitioning of `f(*args)` with `prop`'s input and output shardings (a
+    gv.propagate result), compiled and measured: the same for every plan of `prop`."""
+    theirs = compiled(
+        f, *args, mesh=prop.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
+    )
+    xla_bytes = sum(c.wire_bytes for c in parse_hlo(theirs.as_text(), prop.mesh))
+    return Measured(*analysis(theirs), xla_bytes)
+
+
 def compare(f, args, spmd) -> Side:
     """Ours next to XLA's for `f(*args)`, both with `spmd`'s input and output shardings."""
-    ours = Measured(*analysis(spmd.compiled(*args)), spmd.wire_bytes)
-    prop = spmd.prop
-    theirs = compiled(
-        f, *args, mesh=spmd.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
-    )
-    xla_bytes = sum(c.wire_bytes for c in parse_hlo(theirs.as_text(), spmd.mesh))
-    return Side(ours, Measured(*analysis(theirs), xla_bytes))
+    return Side(ours(spmd, args), xlas(f, args, spmd.prop))
