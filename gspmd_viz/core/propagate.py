@@ -1,17 +1,21 @@
 """`gv.propagate`: infer every value's sharding from a few annotations, one factor rule at a time.
 
-One generic algorithm over the primitive registry (registry.py), with priorities in the spirit
-of GSPMD's aggressiveness levels and Shardy's op priorities (XLA's default propagation):
+One generic algorithm over the primitive registry (registry.py), with Shardy's op priorities
+(XLA's default propagation; GSPMD's aggressiveness levels in the same spirit):
   priority 0  pass-through ops only (elementwise, reshape, transpose)
-  priority 1  all ops; broadcasts only backward (result -> operand)
-  priority 2  broadcasts forward too ("avoid resharding after a broadcast")
-Each priority repeats a forward sweep (operands -> results, program order) and a backward sweep
-(results -> operands, reverse order) until nothing changes. Per equation, each factor takes the
-most specific axes its tensors agree on, minus axes another factor already holds in a tensor they
-share; when two factors still want one mesh axis, the factor whose sharding comes from the bigger
-tensor keeps it (then a user annotation beats an inferred one). Annotated values are fixed (and
-so is a value whose only use is an annotation); others are only ever refined, so the passes reach
-a fixed point. Every change is a Step; `explain` walks them back to the user's annotations.
+  priority 1  all ops, pass factors only (a contracting or reduced dim carries no axis yet, so
+              it cannot take one a batch or free dim will want); broadcasts only backward
+  priority 2  all factors of all ops; broadcasts still only backward
+  priority 3  broadcasts forward too ("avoid resharding after a broadcast")
+Each priority runs to a fixed point as Shardy's rewrite driver does: equations in program order,
+each writing its results, then its operands, and an equation touching a value that just changed
+is visited again at once. Per equation, each factor takes the most specific axes its tensors
+agree on; each tensor then settles its own conflicts, the factors taking their axes in turn,
+the one whose sharding comes from the bigger tensor first (then a user annotation before an
+inferred one), each keeping what no earlier factor holds in that tensor. Annotated values are
+fixed (and so is a value whose only use is an annotation); others are only ever refined, so the
+passes reach a fixed point. Every change is a Step; `explain` walks them back to the user's
+annotations.
 # Shardy: OpPriorityPropagation + aggressive factor propagation; XLA: ShardingPropagation::Run
 """
 
@@ -51,13 +55,16 @@ def _category(rule: FactorRule, eqn) -> str:
 
 
 def _eligible(category: str, priority: int, direction: str) -> bool:
-    """Which sweeps visit an equation: pass-through ops always; others from priority 1 on,
-    broadcasts only backward until priority 2 ("avoid resharding after a broadcast")."""
+    """Whether an equation propagates in `direction` at `priority`: pass-through ops always;
+    others from priority 1 on, broadcasts only backward until priority 3."""
     if category == "pass-through":
         return True
-    if category == "broadcast" and priority == 1:
+    if category == "broadcast" and priority in (1, 2):
         return direction == "backward"
     return priority >= 1
+
+
+PASS_FACTORS_ONLY = 1  # the priority at which only pass factors carry axes (Shardy's op priority 2)
 
 
 def _propagates(kind: str) -> bool:
@@ -104,8 +111,6 @@ class Propagator:
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.steps: list[Step] = []
         self.conflicts: list[str] = []
-        self.tick = 0
-        self.changed_at = {v: 0 for v in program.values}
 
     @staticmethod
     def _tensors(eqn, rule) -> list[_Tensor]:
@@ -159,35 +164,52 @@ class Propagator:
                 best, src = axes, t
         return best, src
 
-    def factor_axes(self, i: int) -> dict[int, tuple[tuple[str, ...], tuple]]:
-        """factor -> (axes, source values), with every mesh axis used by one factor at most."""
+    def wanted(self, i: int, pass_only: bool = False, split: bool = False) -> dict:
+        """factor -> (axes, source tensor) for equation i, in claim order (Shardy: the bigger
+        source tensor first, then a user annotation); `pass_only`: only pass factors carry
+        axes; `split`: each factor minus the axes another factor holds in a tensor they share
+        (the equation's split, `settled`)."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.holdings(rule, t)) for t in self.tensors[i]]
         merged = {}
         for f, factor in enumerate(rule.factors):
             cands = [(h[f], t) for t, h in held if f in h]
-            if cands and _propagates(factor.kind):
+            waits = pass_only and factor.kind != "pass"
+            if cands and _propagates(factor.kind) and not waits:
                 axes, src = self.merge(eqn, rule, f, cands)
-                # minus axes another factor already holds in a tensor that has f too
-                taken = {a for _, h in held if f in h for g, ax in h.items() if g != f for a in ax}
-                merged[f] = (_prefix_free(axes, taken), src)
+                if split:
+                    others = {
+                        a for _, h in held if f in h for g, ax in h.items() if g != f for a in ax
+                    }
+                    axes = _prefix_free(axes, others)
+                merged[f] = (axes, src)
 
-        def claim(f):  # Shardy: the bigger source tensor first, then a user annotation
+        def claim(f):
             axes, src = merged[f]
             return (-src.size, src.value not in self.fixed, f) if axes else (0, True, f)
 
-        used, out = set(), {}
-        for f in sorted(merged, key=claim):
-            axes, src = merged[f]
+        return {f: merged[f] for f in sorted(merged, key=claim)}
+
+    @staticmethod
+    def granted(wanted: dict, used: set) -> dict[int, tuple[tuple, tuple]]:
+        """factor -> (axes, source values): each factor in claim order keeps the prefix of its
+        axes that neither `used` nor an earlier factor holds."""
+        out = {}
+        for f, (axes, src) in wanted.items():
             out[f] = (_prefix_free(axes, used), (src.value,) if src is not None else ())
-            used.update(out[f][0])
+            used |= set(out[f][0])
         return out
 
     # --- writing them back ----------------------------------------------------------------
-    def proposal(self, t, rule, fa) -> tuple[Spec, list, list]:
-        """The spec the factors give tensor t (refining its current spec), and why."""
+    def proposal(self, t, rule, wanted) -> tuple[Spec, list, list]:
+        """The spec the factors give tensor t (refining its current spec), and why. The
+        tensor settles its own conflicts: its factors take their wanted axes in claim order,
+        around the axes its other factors hold."""
         cur = self.spec[t.value]
         used = {a for axes in cur for a in axes}
+        held = self.holdings(rule, t)
+        mine = {f: w for f, w in wanted.items() if any(f in fs for fs in t.factors)}
+        fa = self.granted(mine, {a for f, ax in held.items() if f not in mine for a in ax})
         new, factors, sources = [], [], []
         for d, fs in enumerate(t.factors):
             axes = []
@@ -213,53 +235,61 @@ class Propagator:
             return self.program.open_dims.get(v, ())
         return range(v.ndim)
 
-    def visit(self, i: int, priority: int, direction: str) -> bool:
-        eqn, rule = self.program.equations[i], self.rules[i]
-        fa = self.factor_axes(i)
-        changed = False
-        for t in self.tensors[i]:
-            closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
-            if t.is_result != (direction == "forward") or closed:
+    def visit(self, i: int, priority: int) -> list[Value]:
+        """Equation i's factors written back to its results, then its operands (in the
+        directions the priority allows); the values that changed."""
+        wanted = self.wanted(i, pass_only=priority == PASS_FACTORS_ONLY)
+        changed = []
+        for direction in ("forward", "backward"):
+            if not _eligible(self.categories[i], priority, direction):
                 continue
-            new, factors, sources = self.proposal(t, rule, fa)
-            if new != self.spec[t.value]:
-                v, before = t.value, self.sharding(t.value)
-                self.spec[v] = new
-                self.tick += 1
-                self.changed_at[v] = self.tick
-                why = (tuple(dict.fromkeys(factors)), tuple(dict.fromkeys(sources)))
-                self.steps.append(
-                    Step(priority, i, eqn.primitive, direction, v, before, self.sharding(v), *why)
-                )
-                changed = True
+            for t in self.tensors[i]:
+                closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
+                if t.is_result == (direction == "forward") and not closed:
+                    new, factors, sources = self.proposal(t, self.rules[i], wanted)
+                    if new != self.spec[t.value]:
+                        self.write((priority, i, direction), t.value, new, (factors, sources))
+                        changed.append(t.value)
         return changed
+
+    def write(self, where: tuple, v: Value, new: Spec, why: tuple) -> None:
+        """Give v the spec `new`, recorded as a Step at `where` (priority, equation,
+        direction) with `why` (the factors that carried the axes, their source tensors)."""
+        priority, i, direction = where
+        before = self.sharding(v)
+        self.spec[v] = new
+        factors, sources = (tuple(dict.fromkeys(w)) for w in why)
+        primitive = self.program.equations[i].primitive
+        self.steps.append(
+            Step(priority, i, primitive, direction, v, before, self.sharding(v), factors, sources)
+        )
 
     def sharding(self, v: Value) -> Sharding:
         return Sharding(self.mesh, self.spec[v])
 
     # --- the passes -----------------------------------------------------------------------
-    def sweep(self, priority: int, direction: str, seen: dict) -> bool:
-        order = range(len(self.rules))
-        changed = False
-        for i in order if direction == "forward" else reversed(order):
-            if not _eligible(self.categories[i], priority, direction):
-                continue
-            last = max((self.changed_at[t.value] for t in self.tensors[i]), default=0)
-            if seen.get((i, direction), -1) >= last:
-                continue  # nothing this equation touches changed since its last visit
-            changed |= self.visit(i, priority, direction)
-            seen[(i, direction)] = self.tick
-        return changed
-
     def run(self) -> None:
+        """Each priority to a fixed point, Shardy's way: equations in program order, and an
+        equation touching a value that just changed is visited again at once (a stack)."""
+        touching: dict[Value, list[int]] = {}
+        for i, ts in enumerate(self.tensors):
+            for t in ts:
+                touching.setdefault(t.value, []).append(i)
         for priority in range(len(PRIORITIES)):
-            seen: dict = {}
-            while self.sweep(priority, "forward", seen) | self.sweep(priority, "backward", seen):
-                pass
+            stack = list(reversed(range(len(self.rules))))
+            waiting = set(stack)
+            while stack:
+                i = stack.pop()
+                waiting.discard(i)
+                for v in self.visit(i, priority):
+                    for j in touching[v]:
+                        if j not in waiting:
+                            stack.append(j)
+                            waiting.add(j)
 
     def settled(self, i: int) -> dict[int, tuple[str, ...]]:
         """Every factor of equation i -> the axes it settled on (() when it holds none)."""
-        found = self.factor_axes(i)
+        found = self.granted(self.wanted(i, split=True), set())
         return {f: found.get(f, ((),))[0] for f in range(len(self.rules[i].factors))}
 
     def record(self) -> Propagation:

@@ -17,7 +17,7 @@ from gspmd_viz.core.program import Program, Value
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 
-PRIORITIES = ("pass-through ops", "all ops", "broadcast forward")
+PRIORITIES = ("pass-through ops", "pass factors", "all ops", "broadcast forward")
 FactorAxes = dict[int, tuple[str, ...]]  # factor index -> the mesh axes splitting it
 
 
