@@ -59,7 +59,13 @@ def test_size_changes_name_the_equation_that_flipped():
     toy = _partition(examples.get("mlp", mesh=examples.REAL_MESH, specs=FSDP, symbolic=True))
     real = _partition(examples.real("mlp", specs=FSDP))
     (where, small, large), *rest = size_changes(toy, real)
-    assert not rest and where == "eqn 3 dot_general"
+    assert where == "eqn 3 dot_general"
+    # eqn 5 flips too, from propagation: its result's tokens (from h) and model dim (from w2)
+    # both want x; w2 is bigger at toy sizes, the two tie at real ones and h, the earlier
+    # operand, wins the tie (as in Shardy: test_propagate_random_xla)
+    assert [r[0] for r in rest] == ["eqn 5 dot_general"]
+    out = real.program.outputs[0]
+    assert real.prop.sharding(out).spec == (("x",), ())
     assert [m.what for m in small] == ["all-to-all(x) of d", "reduce-scatter(x) of g"]
     assert [(m.what, m.local) for m in large] == [("all-gather(x) of e", "f32[512, 2048]")]
     assert large[0].wire_bytes == _ways(examples.REAL_SHAPES["mlp"][0][0][0])["weight"]

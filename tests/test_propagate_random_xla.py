@@ -105,3 +105,19 @@ def test_zoo_draws_that_parted_from_xla_agree(name, specs):
     ex = examples.get(name, specs=specs)
     table = gv.xla.compare(gv.propagate(gv.trace(ex.fn, *ex.args)))
     assert table.agreement == 1.0, table.text(only_differences=True)
+
+
+@pytest.mark.parametrize("w2_cols", [16, 32])  # h [16, 64] against w2 [64, 16] (a tie), [64, 32]
+def test_two_factors_wanting_one_axis_from_tensors_of_one_size_go_by_operand_order(w2_cols):
+    """relu(x @ w1) @ w2 with the tokens of x and the model dim of w2 both on x: the factor from
+    the bigger tensor takes x, and on a tie the earlier operand's (h's tokens), as in Shardy."""
+
+    def f(x, w1, w2):
+        x, w1 = gv.mesh_split(x, MESH, ("x", None)), gv.mesh_split(w1, MESH, ("x", "y"))
+        return jax.nn.relu(x @ w1) @ gv.mesh_split(w2, MESH, ("y", "x"))
+
+    shapes = ((16, 32), (32, 64), (64, w2_cols))
+    prog = gv.trace(f, *(jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes))
+    out = prog.outputs[0]
+    ours, xla = gv.propagate(prog).sharding(out), gv.xla.propagate_program(prog).sharding(out)
+    assert ours == xla and ours.spec == ((("x",), ()) if w2_cols == 16 else ((), ("x",)))

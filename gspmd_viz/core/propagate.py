@@ -11,11 +11,11 @@ Each priority runs to a fixed point as Shardy's rewrite driver does: equations i
 each writing its results, then its operands, and an equation touching a value that just changed
 is visited again at once. Per equation, each factor takes the most specific axes its tensors
 agree on; each tensor then settles its own conflicts, the factors taking their axes in turn,
-the one whose sharding comes from the bigger tensor first (then a user annotation before an
-inferred one), each keeping what no earlier factor holds in that tensor. Annotated values are
-fixed (and so is a value whose only use is an annotation); others are only ever refined, so the
-passes reach a fixed point. Every change is a Step; `explain` walks them back to the user's
-annotations.
+the one whose sharding comes from the bigger tensor first (then, in an elementwise op, the one
+split more ways; then the earlier tensor), each keeping what no earlier factor holds there.
+Annotated values are fixed (and so is a value whose only use is an annotation); others are only
+ever refined, so the passes reach a fixed point. Every change is a Step; `explain` walks them
+back to the user's annotations.
 # Shardy: OpPriorityPropagation + aggressive factor propagation; XLA: ShardingPropagation::Run
 """
 
@@ -67,11 +67,6 @@ def _eligible(category: str, priority: int, direction: str) -> bool:
 PASS_FACTORS_ONLY = 1  # the priority at which only pass factors carry axes (Shardy's op priority 2)
 
 
-def _propagates(kind: str) -> bool:
-    """need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes."""
-    return kind != "need_replication"
-
-
 def _common_prefix(a, b) -> tuple[str, ...]:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
@@ -85,6 +80,14 @@ def _prefix_free(axes, taken) -> tuple[str, ...]:
         if a in taken:
             return tuple(axes[:n])
     return tuple(axes)
+
+
+def _source(held, f: int, axes) -> tuple[int, object]:
+    """(position, tensor) of factor f's source among an equation's (tensor, holdings): the
+    biggest tensor holding all of `axes` on f, the earliest on a tie (Shardy's
+    getFactorToSourceTensor)."""
+    holders = [(k, t) for k, (t, h) in enumerate(held) if f in h and h[f][: len(axes)] == axes]
+    return min(holders, key=lambda kt: (-kt[1].size, kt[0]))
 
 
 class _Tensor:
@@ -146,11 +149,11 @@ class Propagator:
                 held |= self.split_dim(spec[d], fs, rule)
         return held
 
-    def merge(self, eqn, rule, f, cands):
+    def merge(self, eqn, rule, f, cands) -> tuple[str, ...]:
         """The most specific axes all tensors agree on for factor f: `x` and `x, y` agree on
         `x, y`; `x` against `y` is a conflict, cut back to the common prefix (and logged)."""
-        best, src, expand = (), None, True
-        for axes, t in cands:
+        best, expand = (), True
+        for axes in cands:
             n = len(_common_prefix(best, axes))
             if n < min(len(best), len(axes)):
                 note = (
@@ -161,44 +164,33 @@ class Propagator:
                     self.conflicts.append(note)
                 best, expand = best[:n], False
             elif len(axes) > len(best) and expand:
-                best, src = axes, t
-        return best, src
+                best = axes
+        return best
 
     def wanted(self, i: int, pass_only: bool = False, split: bool = False) -> dict:
-        """factor -> (axes, source tensor) for equation i, in claim order (Shardy: the bigger
-        source tensor first, then a user annotation); `pass_only`: only pass factors carry
-        axes; `split`: each factor minus the axes another factor holds in a tensor they share
-        (the equation's split, `settled`)."""
+        """factor -> (axes, source tensor) for equation i, in claim order (Shardy's: the bigger
+        source tensor first, then the earlier one in the equation); `pass_only`: only pass
+        factors carry axes; `split`: each factor minus the axes another factor holds in a
+        tensor they share (the equation's split, `settled`)."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.holdings(rule, t)) for t in self.tensors[i]]
-        merged = {}
+        merged, order = {}, {}
         for f, factor in enumerate(rule.factors):
-            cands = [(h[f], t) for t, h in held if f in h]
-            waits = pass_only and factor.kind != "pass"
-            if cands and _propagates(factor.kind) and not waits:
-                axes, src = self.merge(eqn, rule, f, cands)
+            cands = [h[f] for _, h in held if f in h]
+            # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
+            waits = factor.kind == "need_replication" or (pass_only and factor.kind != "pass")
+            if cands and not waits:
+                axes = self.merge(eqn, rule, f, cands)
+                k, src = _source(held, f, axes)
+                most = -self._shards(axes) if self.categories[i] == "pass-through" else 0
+                order[f] = (-src.size, most, k, f) if axes else (0, 0, len(held), f)
                 if split:
                     others = {
                         a for _, h in held if f in h for g, ax in h.items() if g != f for a in ax
                     }
                     axes = _prefix_free(axes, others)
                 merged[f] = (axes, src)
-
-        def claim(f):
-            axes, src = merged[f]
-            return (-src.size, src.value not in self.fixed, f) if axes else (0, True, f)
-
-        return {f: merged[f] for f in sorted(merged, key=claim)}
-
-    @staticmethod
-    def granted(wanted: dict, used: set) -> dict[int, tuple[tuple, tuple]]:
-        """factor -> (axes, source values): each factor in claim order keeps the prefix of its
-        axes that neither `used` nor an earlier factor holds."""
-        out = {}
-        for f, (axes, src) in wanted.items():
-            out[f] = (_prefix_free(axes, used), (src.value,) if src is not None else ())
-            used |= set(out[f][0])
-        return out
+        return {f: merged[f] for f in sorted(merged, key=order.get)}
 
     # --- writing them back ----------------------------------------------------------------
     def proposal(self, t, rule, wanted) -> tuple[Spec, list, list]:
@@ -207,9 +199,12 @@ class Propagator:
         around the axes its other factors hold."""
         cur = self.spec[t.value]
         used = {a for axes in cur for a in axes}
-        held = self.holdings(rule, t)
-        mine = {f: w for f, w in wanted.items() if any(f in fs for fs in t.factors)}
-        fa = self.granted(mine, {a for f, ax in held.items() if f not in mine for a in ax})
+        fa, held, mine = {}, self.holdings(rule, t), {f for fs in t.factors for f in fs}
+        for f, (axes, src) in wanted.items():
+            if f in mine:  # around the axes the tensor's other factors hold (or just took)
+                taken = {a for g, ax in held.items() if g != f for a in ax}
+                held[f] = _prefix_free(axes, taken)
+                fa[f] = (held[f], (src.value,))
         new, factors, sources = [], [], []
         for d, fs in enumerate(t.factors):
             axes = []
@@ -288,9 +283,12 @@ class Propagator:
                             waiting.add(j)
 
     def settled(self, i: int) -> dict[int, tuple[str, ...]]:
-        """Every factor of equation i -> the axes it settled on (() when it holds none)."""
-        found = self.granted(self.wanted(i, split=True), set())
-        return {f: found.get(f, ((),))[0] for f in range(len(self.rules[i].factors))}
+        """Every factor of equation i -> the axes it settled on (() when it holds none): in
+        claim order, each keeps the prefix of its axes no earlier factor holds."""
+        found = dict.fromkeys(range(len(self.rules[i].factors)), ())
+        for f, (axes, _) in self.wanted(i, split=True).items():
+            found[f] = _prefix_free(axes, {a for ax in found.values() for a in ax})
+        return found
 
     def record(self) -> Propagation:
         """The plain record of the finished run (conflicts noted before settling factors)."""
