@@ -339,8 +339,8 @@ PADDED = [
 
 # Since propagation breaks a tie between source tensors of one size by operand order, as Shardy
 # does, the second draw's gating network is split as XLA splits it (before: one value apart);
-# the plan that repeats no work there sends 1.055x XLA's bytes (14.1 KiB estimated against the
-# 13.1 KiB of propagation's split everywhere, which is XLA's plan but holds 30% more estimated
+# the plan that repeats no work there sends 1.055x XLA's bytes (13.8 KiB against the 13.1 KiB
+# of propagation's split everywhere, which is XLA's plan but which our estimate gives 30% more
 # peak memory), for 0.69x its FLOPs and 0.72x its memory
 PADDED_OVER = (
     "bytes 1.055x XLA's: the kept plan (idle devices share the work) moves about 13 KiB around "
