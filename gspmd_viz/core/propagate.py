@@ -233,11 +233,10 @@ class Propagator:
     def visit(self, i: int, priority: int) -> list[Value]:
         """Equation i's factors written back to its results, then its operands (in the
         directions the priority allows); the values that changed."""
-        wanted = self.wanted(i, pass_only=priority == PASS_FACTORS_ONLY)
+        ways = [d for d in ("forward", "backward") if _eligible(self.categories[i], priority, d)]
+        wanted = self.wanted(i, pass_only=priority == PASS_FACTORS_ONLY) if ways else {}
         changed = []
-        for direction in ("forward", "backward"):
-            if not _eligible(self.categories[i], priority, direction):
-                continue
+        for direction in ways:
             for t in self.tensors[i]:
                 closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
                 if t.is_result == (direction == "forward") and not closed:
