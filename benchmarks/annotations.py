@@ -83,8 +83,23 @@ def plans_within(ex: examples.Example, prop, xla: xla_cost.Measured) -> list[str
     ]
 
 
-def main(seed: int, tries: int, part: int, parts: int, plans: bool = False) -> None:
-    mine = [ex for i, ex in enumerate(draws(seed, tries)) if i % parts == part]
+def draw_parser() -> argparse.ArgumentParser:
+    """--seed, --tries and --part, as the scripts over the seeded draws read them."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tries", type=int, default=320)
+    parser.add_argument("--part", default="0/1", help="k/n: the k-th of n interleaved shares")
+    return parser
+
+
+def share(items: list, part: str) -> list:
+    """The `k/n` share of items: every n-th, from the k-th (n processes split the work)."""
+    k, n = (int(s) for s in part.split("/"))
+    return [x for i, x in enumerate(items) if i % n == k]
+
+
+def main(seed: int, tries: int, part: str, plans: bool = False) -> None:
+    mine = share(draws(seed, tries), part)
     over, kept = collections.Counter(), collections.Counter()
     for ex in mine:
         prop = gv.propagate(gv.trace(ex.fn, *ex.args))
@@ -104,11 +119,7 @@ def main(seed: int, tries: int, part: int, parts: int, plans: bool = False) -> N
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--tries", type=int, default=320)
-    parser.add_argument("--part", default="0/1", help="k/n: the k-th of n interleaved shares")
+    parser = draw_parser()
     parser.add_argument("--plans", action="store_true", help="count each whole plan too")
     args = parser.parse_args()
-    k, n = (int(s) for s in args.part.split("/"))
-    main(args.seed, args.tries, k, n, args.plans)
+    main(args.seed, args.tries, args.part, args.plans)

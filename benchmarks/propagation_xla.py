@@ -7,21 +7,20 @@ many results differ, per program.
 Seed 1 with 320 tries and the 12 zoo programs give the 319 programs the issue notes count.
 """
 
-import argparse
 import collections
 
 import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
 
-from annotations import draws  # noqa: E402  (benchmarks/ is the script's directory)
+from annotations import draw_parser, draws, share  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz import examples  # noqa: E402
 
 
-def main(seed: int, tries: int, part: int, parts: int) -> None:
-    programs = [examples.get(name) for name in sorted(examples.ZOO)] + draws(seed, tries)
-    mine = [ex for i, ex in enumerate(programs) if i % parts == part]
+def main(seed: int, tries: int, part: str) -> None:
+    zoo = [examples.get(name) for name in sorted(examples.ZOO)]
+    mine = share(zoo + draws(seed, tries), part)
     differing, values, parted = 0, 0, collections.Counter()
     for ex in mine:
         table = gv.xla.compare(gv.propagate(gv.trace(ex.fn, *ex.args)))
@@ -36,10 +35,5 @@ def main(seed: int, tries: int, part: int, parts: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--tries", type=int, default=320)
-    parser.add_argument("--part", default="0/1", help="k/n: the k-th of n interleaved shares")
-    args = parser.parse_args()
-    k, n = (int(s) for s in args.part.split("/"))
-    main(args.seed, args.tries, k, n)
+    args = draw_parser().parse_args()
+    main(args.seed, args.tries, args.part)
