@@ -82,6 +82,11 @@ def _prefix_free(axes, taken) -> tuple[str, ...]:
     return tuple(axes)
 
 
+def _held_by_others(holdings: dict, f: int) -> set[str]:
+    """The mesh axes a tensor's factors other than f hold (`holdings`: factor -> axes)."""
+    return {a for g, axes in holdings.items() if g != f for a in axes}
+
+
 def _source(held, f: int, axes) -> tuple[int, object]:
     """(position, tensor) of factor f's source among an equation's (tensor, holdings): the
     biggest tensor holding all of `axes` on f, the earliest on a tie (Shardy's
@@ -184,11 +189,9 @@ class Propagator:
                 k, src = _source(held, f, axes)
                 most = -self._shards(axes) if self.categories[i] == "pass-through" else 0
                 order[f] = (-src.size, most, k, f) if axes else (0, 0, len(held), f)
-                if split:
-                    others = {
-                        a for _, h in held if f in h for g, ax in h.items() if g != f for a in ax
-                    }
-                    axes = _prefix_free(axes, others)
+                if split:  # minus the axes other factors hold in a tensor that has f too
+                    others = (_held_by_others(h, f) for _, h in held if f in h)
+                    axes = _prefix_free(axes, set().union(*others))
                 merged[f] = (axes, src)
         return {f: merged[f] for f in sorted(merged, key=order.get)}
 
@@ -202,8 +205,7 @@ class Propagator:
         fa, held, mine = {}, self.holdings(rule, t), {f for fs in t.factors for f in fs}
         for f, (axes, src) in wanted.items():
             if f in mine:  # around the axes the tensor's other factors hold (or just took)
-                taken = {a for g, ax in held.items() if g != f for a in ax}
-                held[f] = _prefix_free(axes, taken)
+                held[f] = _prefix_free(axes, _held_by_others(held, f))
                 fa[f] = (held[f], (src.value,))
         new, factors, sources = [], [], []
         for d, fs in enumerate(t.factors):
