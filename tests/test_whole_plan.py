@@ -67,9 +67,9 @@ def test_draws_where_greedy_cost_more_follow_propagation_within_xla(specs):
     assert any("takes propagation's split" in n or "share its work" in n for n in spmd.notes)
 
 
-def _plan(wire_bytes, peak_bytes, time_s):
+def _plan(wire_bytes, peak_bytes, time_s, flops=100):
     cost = SimpleNamespace(chip="tpu-v3", wire_bytes=wire_bytes, peak_bytes=peak_bytes)
-    return SimpleNamespace(cost=SimpleNamespace(**vars(cost), time_s=time_s), notes=())
+    return SimpleNamespace(cost=SimpleNamespace(**vars(cost), time_s=time_s, flops=flops), notes=())
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,8 @@ def _plan(wire_bytes, peak_bytes, time_s):
         ((100, 90, 1.0), "follow"),  # as many bytes, less memory
         ((90, 100, 1.06), "greedy"),  # 6% slower
         ((90, 110, 1.0), "greedy"),  # fewer bytes but more memory
-        ((100, 100, 0.5), "greedy"),  # faster, but no fewer bytes and no less memory
+        ((100, 100, 1.0, 106), "greedy"),  # as many bytes and memory, greedy does 6% fewer FLOPs
+        ((100, 100, 1.0, 105), "follow"),  # greedy saves 5% of the FLOPs: too few to leave XLA
     ],
 )
 def test_follow_is_kept_only_when_it_sends_and_holds_no_more(follow, kept):
@@ -98,6 +99,8 @@ def _cost(wire_bytes, flops, peak_bytes):
     [
         ((90, 100, 100), "spread"),  # fewer bytes, as many FLOPs
         ((100, 90, 100), "spread"),  # as many bytes, fewer FLOPs
+        ((100, 96, 100), "plain"),  # as many bytes, 4% fewer FLOPs: under CLOSE, not worth it
+        ((90, 99, 100), "spread"),  # fewer bytes: any FLOPs saved count
         ((90, 90, 110), "spread"),  # fewer of both, 10% more memory: within the room
         ((90, 90, 111), "plain"),  # over 10% more memory
         ((100, 100, 91), "plain"),  # the same bytes and FLOPs in under 10% less memory

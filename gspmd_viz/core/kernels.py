@@ -75,8 +75,17 @@ def _slice(step, x, shape):
 
 def _all_gather(step, x, shape):
     (d,) = step.dims
-    # [k] -> all_gather(axes) -> [n k] -> trim to the new shard size
-    x = jax.lax.all_gather(x, step.axes, axis=d, tiled=True)
+    if d == 0:
+        # [k, ..] -> all_gather(axes) -> [n k, ..]: d is outermost already, nothing to copy
+        x = jax.lax.all_gather(x, step.axes, axis=0, tiled=True)
+    else:
+        # [.., k, ..] -> all_gather(axes) into a new outermost dim -> [n, .., k, ..] -> move it
+        # beside dim d -> [.., n k, ..]. Gathering along an inner d itself makes XLA:CPU copy
+        # the operand and the result into a layout with d outermost and copy the result back;
+        # this way the move into place fuses into the reader when it can.
+        pieces = jax.lax.all_gather(x, step.axes, axis=0)
+        x = jnp.moveaxis(pieces, 0, d).reshape(*x.shape[:d], -1, *x.shape[d + 1 :])
+    # -> trim to the new shard size
     return fit_dim(x, d, _local(step, "after", shape)[d])
 
 

@@ -25,7 +25,7 @@ from gspmd_viz.core.reduce_combine import RIGHT_AWAY, combine_collectives
 from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
-from gspmd_viz.core.split_cost import merged, promised_by_any, rank, spread, twice
+from gspmd_viz.core.split_cost import merged, promised_by_any, rank, sliced_after, spread, twice
 
 FactorAxes = dict[int, tuple[str, ...]]
 
@@ -315,11 +315,11 @@ def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
 def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
-    and a free one that does no work twice is taken at once."""
+    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
     free = q0.cost(first, costs) == 0 and not q0.covers(first)
-    if free and twice(q0, first, costs, promise) == 1:
+    if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
         return q0, first
     found = [(q, fa) for q in splits for fa in q.candidates(costs)]
 

@@ -109,6 +109,16 @@ def twice(q, fa, costs, promise: set[str]) -> int:
     return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
 
 
+def sliced_after(q, fa, costs) -> bool:
+    """Do the readers of q (a split.EquationSplit) ask for a result split over a mesh axis `fa`
+    leaves idle? Then the idle devices compute what a free slice throws away: `x[16/y, 32] @
+    w[32, 64]` read as `[16/y, 64/x]` is done twice, where slicing w first halves it."""
+    used = {a for axes in fa.values() for a in axes}
+    idle = {a for a in q.mesh.axis_names if a not in used and q.sizes[a] > 1}
+    asked = {a for v in q.eqn.outputs for s in costs.wanted(v) for a in s.tiled_axes}
+    return bool(idle & asked)
+
+
 def _elementwise(q) -> bool:
     """One FLOP a point and every factor passing through (add, max, exp; not a reduction)."""
     return entry_for(q.eqn).flops == 1 and all(f.kind == "pass" for f in q.rule.factors)

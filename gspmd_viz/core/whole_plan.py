@@ -14,7 +14,8 @@ from gspmd_viz.units import format_bytes
 
 __all__ = ["partition", "preferred", "shared"]
 
-CLOSE = 0.05  # a follow plan may be this much slower on the chip: the time model is no finer
+CLOSE = 0.05  # the time model is no finer: a follow plan may be this much slower on the chip,
+# and a plan that leaves it (or shares idle work) for the same bytes must save more FLOPs
 ROOM = 0.10  # a plan that shares idle devices' work may hold this much more peak memory
 SLACK = 0.05  # or send and compute this much more, to hold ROOM less
 
@@ -27,6 +28,11 @@ _LEANER = " (in {} peak memory where the plan without sharing holds {})"
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
     "where choosing each equation's cheapest split alone gave {} and {}"
+)
+_AS_GOOD = (
+    "every equation takes propagation's split, as XLA does: {} on the wire and {:,.0f} FLOPs "
+    "per device; choosing each equation's cheapest split alone sent and held as much and "
+    "saved too few FLOPs to leave it ({:,.0f})"
 )
 
 
@@ -50,16 +56,17 @@ def partition(prop, chip=None, share_idle: bool = True):
 
 def shared(plain, spread, follow=None):
     """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it sends no more wire
-    bytes and does no more FLOPs, fewer of one, in at most ROOM more peak memory; or when it
-    holds ROOM less memory for at most SLACK more bytes and FLOPs; or when it sends fewer bytes
-    in no more memory and does no more FLOPs than `follow`, the plan that takes propagation's
-    split everywhere (XLA's; `plain` when omitted). Else `plain`. Each equation sees only one
-    reader ahead: sharing the work of a forward matmul can leave a gradient split where the
-    update must gather it whole, so the whole plans are compared."""
+    bytes and does no more FLOPs, fewer bytes or more than CLOSE fewer FLOPs, in at most ROOM
+    more peak memory; or when it holds ROOM less memory for at most SLACK more bytes and FLOPs;
+    or when it sends fewer bytes in no more memory and does no more FLOPs than `follow`, the
+    plan that takes propagation's split everywhere (XLA's; `plain` when omitted). Else `plain`.
+    Each equation sees only one reader ahead: sharing the work of a forward matmul can leave a
+    gradient split where the update must gather it whole, so the whole plans are compared."""
     a, b = plain.cost, spread.cost
     ceiling = (follow or plain).cost.flops
     less_work = _fewer((b.wire_bytes, b.flops), (a.wire_bytes, a.flops))
     less_work = less_work and b.peak_bytes <= (1 + ROOM) * a.peak_bytes
+    less_work = less_work and (b.wire_bytes < a.wire_bytes or _saves_flops(b, a))
     leaner = (1 + ROOM) * b.peak_bytes <= a.peak_bytes and all(
         ours <= (1 + SLACK) * theirs
         for ours, theirs in ((b.wire_bytes, a.wire_bytes), (b.flops, a.flops))
@@ -81,16 +88,25 @@ def _fewer(ours: tuple, theirs: tuple) -> bool:
     return ours != theirs and all(o <= t for o, t in zip(ours, theirs, strict=True))
 
 
+def _saves_flops(plan, than) -> bool:
+    """Whether PlanCost `plan` does more than CLOSE fewer FLOPs per device than `than`."""
+    return plan.flops < (1 - CLOSE) * than.flops
+
+
 def preferred(greedy, follow):
-    """Of two SPMDPrograms, `follow` when it sends no more wire bytes and holds no more peak
-    memory, one of them less, and is not slower on the chip by more than CLOSE; else `greedy`.
-    The kept follow plan says why in its notes."""
+    """Of two SPMDPrograms, `follow` when it is not slower on the chip by more than CLOSE and
+    sends no more wire bytes and holds no more peak memory, one of them less, or both the same
+    while greedy saves no more than CLOSE of its FLOPs; else `greedy`. The kept follow plan
+    says why in its notes."""
     a, b = greedy.cost, follow.cost
     if a.chip is not None and b.time_s > (1 + CLOSE) * a.time_s:
         return greedy
     greedy_sizes, follow_sizes = (a.wire_bytes, a.peak_bytes), (b.wire_bytes, b.peak_bytes)
-    if not _fewer(follow_sizes, greedy_sizes):
-        return greedy
-    sizes = (b.wire_bytes, b.peak_bytes, a.wire_bytes, a.peak_bytes)
-    follow.notes += (_FOLLOWED.format(*map(format_bytes, sizes)),)
-    return follow
+    if _fewer(follow_sizes, greedy_sizes):
+        sizes = (b.wire_bytes, b.peak_bytes, a.wire_bytes, a.peak_bytes)
+        follow.notes += (_FOLLOWED.format(*map(format_bytes, sizes)),)
+        return follow
+    if follow_sizes == greedy_sizes and not _saves_flops(a, b):
+        follow.notes += (_AS_GOOD.format(format_bytes(b.wire_bytes), b.flops, a.flops),)
+        return follow
+    return greedy
