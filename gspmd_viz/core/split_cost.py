@@ -29,6 +29,7 @@ compute would look free: that is why it comes after the rule and the bytes, not 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 
@@ -206,9 +207,19 @@ def _split_holder_bigger(held: list[tuple[set[str], int]]) -> bool:
 def merged(candidates: list[dict]) -> list[dict]:
     """Each pair of candidate splits taken together (the second's axes win a shared factor):
     a lookup split where its table lives AND its batch where its ids live does no work twice,
-    though neither the table's nor the ids' sharding alone implies it."""
-    pairs = (({**a, **b}) for i, a in enumerate(candidates) for b in candidates[i + 1 :])
+    though neither the table's nor the ids' sharding alone implies it. Also each split with
+    the mesh axes another uses given up to it: a table's rows over (x, y) and the ids' batch
+    over y make rows over x and batch over y (XLA's lookup, then an all-reduce over x)."""
+    pairs = [{**a, **b} for i, a in enumerate(candidates) for b in candidates[i + 1 :]]
+    pairs += [{**_yielding(a, b), **b} for a in candidates for b in candidates if a != b]
     return [fa for fa in pairs if fa not in candidates]
+
+
+def _yielding(fa: dict, to: dict) -> dict:
+    """fa with each factor's axes cut before the first mesh axis that `to` uses."""
+    taken = {a for axes in to.values() for a in axes}
+    cut = {f: tuple(itertools.takewhile(lambda a: a not in taken, axes)) for f, axes in fa.items()}
+    return {f: axes for f, axes in cut.items() if axes}
 
 
 def spread(q, candidates: list[dict]) -> list[dict]:
