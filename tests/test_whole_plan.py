@@ -89,6 +89,22 @@ def test_follow_is_kept_only_when_it_sends_and_holds_no_more(follow, kept):
     assert bool(plans["follow"].notes) == (kept == "follow")
 
 
+@pytest.mark.parametrize(
+    "kept, back",
+    [
+        ((110, 50, 1.06, 50), True),  # more bytes and 6% slower: its savings bought no time
+        ((110, 50, 1.05, 50), False),  # 5% slower: a tie on time
+        ((100, 50, 2.0, 50), False),  # however slow, it sends no more bytes
+    ],
+)
+def test_a_plan_heavier_and_slower_than_xlas_gives_way_to_it(kept, back):
+    plans = {"kept": _plan(*kept), "follow": _plan(100, 100, 1.0)}
+    assert (
+        whole_plan.no_heavier_and_slower(plans["kept"], plans["follow"]) is plans["follow"]
+    ) == back
+    assert bool(plans["follow"].notes) == back
+
+
 def _cost(wire_bytes, flops, peak_bytes):
     cost = SimpleNamespace(wire_bytes=wire_bytes, flops=flops, peak_bytes=peak_bytes)
     return SimpleNamespace(cost=cost, notes=())
@@ -161,7 +177,7 @@ def test_follow_computes_a_result_split_as_propagated_when_its_operands_disagree
     q = follow.split(dot)
     assert dot.primitive == "dot_general" and q.sanitize(q.settled) == {}
     assert q.propagated[0] == gv.Sharding(prop.mesh, (None, "x"))
-    assert result_driven(q) == {2: ("x",)}  # factors: rows 16, contraction 32, columns 64
+    assert result_driven(q, prop) == {2: ("x",)}  # factors: rows 16, contraction 32, columns 64
 
 
 def test_the_follow_plan_of_a_draw_whose_operands_disagree_is_xlas():
@@ -172,6 +188,32 @@ def test_the_follow_plan_of_a_draw_whose_operands_disagree_is_xlas():
     side = xla_cost.compare(ex.fn, ex.args, spmd)
     assert side.ours.flops == side.xla.flops and side.ours.wire_bytes == side.xla.wire_bytes
     assert side.ours.memory <= side.xla.memory, side.text()
+
+
+# mlp_fori draws whose first matmul's operands split its contraction differently (the carry
+# [16, 32/(y,x)] and w1 [32/(x,y), 64]; the carry [16, 32/x] and w1 [32/y, 64/x]) while its
+# result is wanted whole: propagation settles no split for it, and the follow plan computed it
+# whole on all 8 devices (3.7x-4x XLA's FLOPs). XLA splits the contraction as w1, the larger
+# operand, does: the carry is collective-permuted to it and the partial sums all-reduced
+DISAGREE = [
+    {"x": None, "w1": (("x", "y"), None), "w2": (None, ("y", "x"))},
+    {"x": None, "w1": ("y", "x"), "w2": ("y", "x")},
+]
+
+
+@pytest.mark.parametrize("specs", DISAGREE)
+def test_follow_splits_a_disputed_factor_as_the_largest_operand_does(specs):
+    ex = _example("mlp_fori", specs)
+    follow, prop = _follow(ex)
+    spmd = follow.run()
+    assert_unpartitioned(spmd, *ex.args)
+    theirs = gv.xla.collectives(
+        ex.fn, *ex.args, mesh=prop.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
+    )
+    assert [(c.kind, c.axes) for c in spmd.collectives] == [(c.kind, c.axes) for c in theirs]
+    side = xla_cost.compare(ex.fn, ex.args, spmd)
+    assert side.ours.wire_bytes == side.xla.wire_bytes and side.ours.memory <= side.xla.memory
+    assert side.ratio("flops") <= 1.01, side.text()
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))

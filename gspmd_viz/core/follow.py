@@ -6,26 +6,31 @@ consumer split the results, the results' split.
 
 from __future__ import annotations
 
+import math
+
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.split import EquationSplit, FactorAxes
+from gspmd_viz.core.values import Value
 
 __all__ = ["result_driven"]
 
 
-def result_driven(q: EquationSplit) -> FactorAxes:
-    """Propagation's split of q, unless that leaves the results on fewer mesh axes than their
-    propagated shardings split them by (the operands disagreed, and a consumer split the
-    results); then the results' split, plus the settled split's other factors on the axes the
-    results leave free. XLA computes such a result as propagated and reshards the operands to
-    it, rather than computing it whole on every device and slicing. (Where the settled split
-    holds partial sums, XLA may instead reduce them and reshard after: measured on 307 random
-    draws, this rule still puts the follow plan within XLA's bounds more often, 226 against 222.)
+def result_driven(q: EquationSplit, prop) -> FactorAxes:
+    """Propagation's split of q (`prop`: the propagated program), unless that leaves the
+    results on fewer mesh axes than their propagated shardings split them by (the operands
+    disagreed, and a consumer split the results); then the results' split, plus the settled
+    split's other factors on the axes the results leave free. XLA computes such a result as
+    propagated and reshards the operands to it, rather than compute it whole on every device
+    and slice it. (Where the settled split holds partial sums, XLA may instead reduce them and
+    reshard after: measured on 307 random draws, this rule still puts the follow plan within
+    XLA's bounds more often, 226 against 222.) Where the results ask for no more, a factor the
+    operands split differently is split as the largest one splits it (`_as_largest`).
     """
     settled = q.sanitize(q.settled)
     results = range(len(q.propagated))
     held = set().union(*(_held(q.result_sharding(settled, j)) for j in results))
     if set().union(*map(_held, q.propagated)) <= held:
-        return settled
+        return _as_largest(q, prop, settled)
     fa: FactorAxes = {}
     for s, t in zip(q.propagated, q.rule.results, strict=True):
         for f, axes in q.from_tensor(t, s).items():
@@ -33,6 +38,28 @@ def result_driven(q: EquationSplit) -> FactorAxes:
     used = {a for axes in fa.values() for a in axes}
     for f, axes in settled.items():
         if not fa.get(f) and not used & set(axes):
+            fa[f] = axes
+            used.update(axes)
+    return q.sanitize(fa)
+
+
+def _as_largest(q: EquationSplit, prop, settled: FactorAxes) -> FactorAxes:
+    """settled plus each factor the operands split differently (a conflict propagation settles
+    as unsplit), split as the operand with the most elements splits it: XLA reshards the others
+    to it (mlp_fori's carry [16, 32@x] to its weight's [32@y, 64@x], a collective-permute)
+    rather than compute the result whole."""
+    fa, used = dict(settled), {a for axes in settled.values() for a in axes}
+    for f in range(len(q.rule.factors)):
+        splits = [  # (elements, axes) of each operand splitting f
+            (math.prod(v.shape), q.from_tensor(t, prop.sharding(v)).get(f, ()))
+            for v, t in zip(q.eqn.inputs, q.rule.operands, strict=True)
+            if isinstance(v, Value)
+        ]
+        orders = {axes for _, axes in splits if axes}
+        if f in fa or len(orders) < 2:
+            continue
+        axes = max(s for s in splits if s[1])[1]
+        if not used & set(axes):
             fa[f] = axes
             used.update(axes)
     return q.sanitize(fa)

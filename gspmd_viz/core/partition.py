@@ -163,7 +163,7 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        q, fa = (q0, result_driven(q0)) if self.follow else choose(splits, self)
+        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else choose(splits, self)
         self.departed |= q is not q0 or fa != settled
         return q, fa
 

@@ -3,16 +3,17 @@
 XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
 to keep rows split eight ways, say, then moving those rows at every later matmul. With
 `share_idle` (the default), the plan kept is then weighed against the greedy plan in which the
-mesh axes an equation leaves idle share its work (`shared`).
+mesh axes an equation leaves idle share its work (`shared`). Last, a kept plan that sends
+more bytes than XLA's and is slower on the chip too gives way to it (`no_heavier_and_slower`).
 """
 
 from __future__ import annotations
 
 from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.plan_record import with_cost
-from gspmd_viz.units import format_bytes
+from gspmd_viz.units import format_bytes, format_time
 
-__all__ = ["partition", "preferred", "shared"]
+__all__ = ["no_heavier_and_slower", "partition", "preferred", "shared"]
 
 CLOSE = 0.05  # the time model is no finer: a follow plan may be this much slower on the chip,
 # and a plan that leaves it (or shares idle work) for the same bytes must save more FLOPs
@@ -28,6 +29,10 @@ _LEANER = " (in {} peak memory where the plan without sharing holds {})"
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
     "where choosing each equation's cheapest split alone gave {} and {}"
+)
+_FASTER = (
+    "every equation takes propagation's split, as XLA does: {} on the wire in {} on the chip, "
+    "where the plan that did fewer FLOPs or held less took {} and sent {}"
 )
 _AS_GOOD = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {:,.0f} FLOPs "
@@ -49,9 +54,25 @@ def partition(prop, chip=None, share_idle: bool = True):
     if greedy.departed:
         follow = with_cost(Partitioner(prop, chip, follow=True).run(), chip)
         chosen = preferred(chosen, follow)
-    if not share_idle:
-        return chosen
-    return shared(chosen, with_cost(Partitioner(prop, chip, spread=True).run(), chip), follow)
+    if share_idle:
+        chosen = shared(chosen, with_cost(Partitioner(prop, chip, spread=True).run(), chip), follow)
+    return no_heavier_and_slower(chosen, follow)
+
+
+def no_heavier_and_slower(kept, follow):
+    """`kept`, unless it sends more wire bytes than `follow` (XLA's plan) and is also more than
+    CLOSE slower on the chip: the FLOPs or memory it saves did not buy time. Then `follow`,
+    which says why in its notes."""
+    a, b = kept.cost, follow.cost
+    if kept is follow or a.chip is None or a.wire_bytes <= b.wire_bytes:
+        return kept
+    if a.time_s <= (1 + CLOSE) * b.time_s:
+        return kept
+    times = (format_time(b.time_s), format_time(a.time_s))
+    follow.notes += (
+        _FASTER.format(format_bytes(b.wire_bytes), *times, format_bytes(a.wire_bytes)),
+    )
+    return follow
 
 
 def shared(plain, spread, follow=None):
