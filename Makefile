@@ -7,10 +7,12 @@ PORT     ?= 8888
 # Jupyter refuses to run as root unless told; a fresh Debian machine often is root.
 ROOT_OK  := $(if $(SUDO),,--allow-root)
 # Tests must not litter the real $$HOME: Jupyter, IPython and Chromium write here instead.
+# Property tests replay the derandomized `ci` profile (tests/conftest.py) here and in CI alike.
 TEST_HOME := $(CURDIR)/.test-home
 TEST_ENV := HOME=$(TEST_HOME) JUPYTER_CONFIG_DIR=$(TEST_HOME)/jupyter-config \
             JUPYTER_DATA_DIR=$(TEST_HOME)/jupyter-data JUPYTER_RUNTIME_DIR=$(TEST_HOME)/jupyter-runtime \
-            IPYTHONDIR=$(TEST_HOME)/ipython MPLCONFIGDIR=$(TEST_HOME)/mpl PYDEVD_DISABLE_FILE_VALIDATION=1
+            IPYTHONDIR=$(TEST_HOME)/ipython MPLCONFIGDIR=$(TEST_HOME)/mpl PYDEVD_DISABLE_FILE_VALIDATION=1 \
+            HYPOTHESIS_PROFILE=ci
 
 # `make lab` serves a working copy of the lessons: autosave never rewrites the committed ones.
 LAB_DIR  := lab-work

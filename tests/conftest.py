@@ -9,7 +9,8 @@ import gspmd_viz as gv
 # Must run before any jax computation in this process.
 gv.use_cpu_devices(8)
 
-# CI replays exactly: derandomized examples, no deadline (2-core machines are noisy).
+# `make test` and CI replay exactly: derandomized examples, no deadline (2-core machines are
+# noisy). pytest run by hand draws afresh (`dev`), which is how new failures are found.
 settings.register_profile(
     "ci",
     derandomize=True,

@@ -82,6 +82,17 @@ def test_shifts_are_exact_and_move_only_boundary_elements(kind, rows, n, shards,
     assert not gathered or mine < xla, [str(c) for c in ours]
 
 
+# Found by the random profile: columns 12..25 of 33 split over 8 devices (5 a device: the
+# seventh holds 3 and padding, the eighth only padding; the result 14 over 8, 2 a device). Our
+# rounds by distance send the hull of their senders' pieces, one round 4 elements wide where
+# XLA's compact exchange sends 3: 24 B against 20 B, the same values
+@pytest.mark.xfail(strict=True, reason="24 B against XLA's 20: a round sends its pieces' hull")
+def test_an_uneven_slice_sends_no_more_than_xlas_compact_exchange():
+    f, x, mesh = _program("slice", 1, 33, 8, 12, 7, 0)
+    spmd, theirs = partitioned_and_xla(f, x, mesh=mesh)
+    assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_shift_on_an_even_split_moves_no_more_than_xla(kind):
     f, x, mesh = _program(kind, 2, 32, 4, 5, 3, 0)
