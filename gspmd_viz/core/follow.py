@@ -1,6 +1,7 @@
 """The split XLA's partitioner takes for one equation: the follow plan's (whole_plan builds it
 beside the greedy plan). Mostly propagation's settled split; where the operands disagreed and a
-consumer split the results, the results' split.
+consumer split the results, the results' split; where they disagreed and the results ask for
+nothing, the largest operand's split.
 # XLA: dot_handler.cc (PartitionDot: the output sharding drives how the operands are resharded)
 """
 
@@ -49,14 +50,14 @@ def _as_largest(q: EquationSplit, prop, settled: FactorAxes) -> FactorAxes:
     to it (mlp_fori's carry [16, 32@x] to its weight's [32@y, 64@x], a collective-permute)
     rather than compute the result whole."""
     fa, used = dict(settled), {a for axes in settled.values() for a in axes}
-    for f in range(len(q.rule.factors)):
+    for f in (f for f in range(len(q.rule.factors)) if f not in fa):
         splits = [  # (elements, axes) of each operand splitting f
             (math.prod(v.shape), q.from_tensor(t, prop.sharding(v)).get(f, ()))
             for v, t in zip(q.eqn.inputs, q.rule.operands, strict=True)
             if isinstance(v, Value)
         ]
         orders = {axes for _, axes in splits if axes}
-        if f in fa or len(orders) < 2:
+        if len(orders) < 2:
             continue
         axes = max(s for s in splits if s[1])[1]
         if not used & set(axes):
