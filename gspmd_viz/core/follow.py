@@ -52,14 +52,13 @@ def _as_largest(q: EquationSplit, prop, settled: FactorAxes) -> FactorAxes:
     fa, used = dict(settled), {a for axes in settled.values() for a in axes}
     for f in (f for f in range(len(q.rule.factors)) if f not in fa):
         splits = [  # (elements, axes) of each operand splitting f
-            (math.prod(v.shape), q.from_tensor(t, prop.sharding(v)).get(f, ()))
+            (math.prod(v.shape), axes)
             for v, t in zip(q.eqn.inputs, q.rule.operands, strict=True)
-            if isinstance(v, Value)
+            if isinstance(v, Value) and (axes := q.from_tensor(t, prop.sharding(v)).get(f))
         ]
-        orders = {axes for _, axes in splits if axes}
-        if len(orders) < 2:
+        if len({axes for _, axes in splits}) < 2:
             continue
-        axes = max(s for s in splits if s[1])[1]
+        axes = max(splits)[1]
         if not used & set(axes):
             fa[f] = axes
             used.update(axes)

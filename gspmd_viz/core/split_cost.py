@@ -114,10 +114,14 @@ def sliced_after(q, fa, costs) -> bool:
     """Do the readers of q (a split.EquationSplit) ask for a result split over a mesh axis `fa`
     leaves idle? Then the idle devices compute what a free slice throws away: `x[16/y, 32] @
     w[32, 64]` read as `[16/y, 64/x]` is done twice, where slicing w first halves it."""
-    used = {a for axes in fa.values() for a in axes}
-    idle = {a for a in q.mesh.axis_names if a not in used and q.sizes[a] > 1}
     asked = {a for v in q.eqn.outputs for s in costs.wanted(v) for a in s.tiled_axes}
-    return bool(idle & asked)
+    return bool(asked.intersection(_idle_axes(q, fa)))
+
+
+def _idle_axes(q, fa) -> tuple[str, ...]:
+    """The mesh axes (of more than one device) split `fa` of q leaves unused, in mesh order."""
+    used = {a for axes in fa.values() for a in axes}
+    return tuple(a for a in q.mesh.axis_names if a not in used and q.sizes[a] > 1)
 
 
 def _elementwise(q) -> bool:
@@ -234,8 +238,7 @@ def spread(q, candidates: list[dict]) -> list[dict]:
         return []
     out = []
     for fa in candidates:
-        used = {a for axes in fa.values() for a in axes}
-        idle = tuple(a for a in q.mesh.axis_names if a not in used and q.sizes[a] > 1)
+        idle = _idle_axes(q, fa)
         for axes in dict.fromkeys([(a,) for a in idle] + [idle] if idle else []):
             for f, factor in enumerate(q.rule.factors):
                 if factor.kind == "pass":
