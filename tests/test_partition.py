@@ -21,12 +21,18 @@ def _partition(ex):
 
 
 def assert_same(got, want, exact=False):
+    """Equal, or within float32 rounding of another summation order: an element that ends near
+    zero after summing terms as large as the output's largest carries their rounding error, so
+    the absolute tolerance grows with the output's scale (a transformer_scan draw: -0.1005859
+    against -0.1006103 where the outputs reach 16; float64 says -0.1005974, both as close)."""
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         assert np.shape(a) == np.shape(b)
         if exact:
             np.testing.assert_array_equal(a, b)
         else:
-            np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+            finite = np.abs(np.asarray(b, float))[np.isfinite(np.asarray(b, float))]
+            scale = max(1.0, float(np.max(finite, initial=0.0)))
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * scale)
 
 
 @pytest.fixture(scope="module", params=sorted(examples.ZOO))

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from gspmd_viz.core.reduce_combine import ArgCombine
-from gspmd_viz.core.registry import entry_for, rule_for
+from gspmd_viz.core.registry import entry_for, point_flops, rule_for
 from gspmd_viz.core.split_cost import ChipCost
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
 from gspmd_viz.core.spmd_regions import RunCond, RunLoop
@@ -65,7 +65,8 @@ def compute_flops(ins: Compute) -> float:
             for n, fs in zip(s.shard_shape(v.shape), factors, strict=True):
                 if len(fs) == 1:
                     local.setdefault(fs[0], n)
-    return float(entry.flops * math.prod(local.get(i, f.size) for i, f in enumerate(rule.factors)))
+    nest = math.prod(local.get(i, f.size) for i, f in enumerate(rule.factors))
+    return float(point_flops(eqn) * nest)
 
 
 def plan_flops(instructions) -> float:
@@ -82,8 +83,30 @@ def plan_flops(instructions) -> float:
     return total
 
 
+def _is_annotation(ins) -> bool:
+    """An annotation (sharding_constraint) computes nothing: its result is its operand's buffer."""
+    return isinstance(ins, Compute) and entry_for(ins.eqn).identity
+
+
+def _aliases(instructions) -> dict[str, str]:
+    """Result name -> the buffer it names, for every annotation's result (loop and branch
+    bodies included): the runner hands the operand on, and XLA compiles a constraint the
+    value already meets to nothing."""
+    alias: dict[str, str] = {}
+    for ins in instructions:
+        alias |= _aliases(_inner(ins))
+        if _is_annotation(ins):
+            for out, src in zip(ins.outs, ins.ins, strict=False):
+                if isinstance(src, str):
+                    alias[out] = alias.get(src, src)
+    return alias
+
+
 def _written(ins) -> dict[str, int]:
-    """Buffer name -> bytes of the buffers one (non-region) instruction writes."""
+    """Buffer name -> bytes of the buffers one (non-region) instruction writes (none for an
+    annotation)."""
+    if _is_annotation(ins):
+        return {}
     if isinstance(ins, Compute):
         outs = zip(ins.outs, ins.shardings, ins.eqn.outputs, strict=True)
         found = {n: s.shard_bytes(v.shape, v.dtype) for n, s, v in outs}
@@ -122,29 +145,53 @@ def staging_bytes(ins) -> int:
     """Bytes one instruction's collectives stage while they run: each piece a device sends that
     is not already a contiguous block of one buffer is copied out first, and each piece it
     receives lands in a buffer of its own before it is put in place. So an all-to-all stages
-    its operand (the chunks), a collective-permute the piece it sends (a halo's edge), and an
-    all-gather or reduce-scatter along a dim that is not its operand's outermost (past size-1
-    dims) a copy of its operand; an all-reduce, or a gather along the outermost dim, works in
-    place."""
-    staged = 0
-    for c in getattr(ins, "collectives", ()):
-        outermost = next((d for d, n in enumerate(c.shape) if n > 1), 0)
-        along_inner = bool(c.dims) and c.dims[0] != outermost
-        if c.kind in ("all-to-all", "collective-permute") or (
-            c.kind in ("all-gather", "reduce-scatter") and along_inner
-        ):
-            staged += c.operand_bytes
-    return staged
+    its operand (the chunks), a collective-permute the piece it sends (a halo's edge), a
+    reduce-scatter along a dim that is not its operand's outermost (past size-1 dims) a copy
+    of its operand, and an all-gather along such a dim its whole result (the pieces land in a
+    new outermost dim, then move beside the gathered dim: kernels._all_gather); an
+    all-reduce, or a gather along the outermost dim, works in place. A reshard of several
+    collectives also holds the results between them (`_chain_bytes`)."""
+    if isinstance(ins, Reshard):
+        return _chain_bytes(ins.plan)
+    return sum(map(_staged, getattr(ins, "collectives", ())))
+
+
+def _staged(c) -> int:
+    """The staging copy of one collective (staging_bytes)."""
+    outermost = next((d for d, n in enumerate(c.shape) if n > 1), 0)
+    along_inner = bool(c.dims) and c.dims[0] != outermost
+    if c.kind in ("all-to-all", "collective-permute") or (
+        c.kind == "reduce-scatter" and along_inner
+    ):
+        return c.operand_bytes
+    if c.kind == "all-gather" and along_inner:
+        return c.operand_bytes * c.group_size
+    return 0
+
+
+def _chain_bytes(plan) -> int:
+    """What a reshard holds while it runs beside its source and its result: each collective's
+    staging copy, and between two collectives the first one's result, live while the second
+    runs (a free slice after the last is read in place by the reader)."""
+    moves = [s for s in plan.steps if s.collective is not None]
+    between = [s.after.shard_bytes(plan.shape, plan.dtype) for s in moves[:-1]]
+    held = [0, *between, 0]
+    return max(
+        (held[i] + held[i + 1] + _staged(s.collective) for i, s in enumerate(moves)), default=0
+    )
 
 
 def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     """Peak of live buffers: a buffer lives from its write to its last read (inputs, which
-    the caller keeps, and outputs: throughout), and a collective's staging copy while it runs
-    (`staging_bytes`); a loop or branch adds its own inner peak while it runs, and leaves
-    results as large as the buffers its body hands back."""
-    last = {n: len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
+    the caller keeps, and outputs: throughout), an annotation's result being its operand's
+    buffer (`_aliases`), and a collective's staging copy while it runs (`staging_bytes`); a
+    loop or branch adds its own inner peak while it runs, and leaves results as large as the
+    buffers its body hands back."""
+    alias = _aliases(instructions)
+    last = {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
     for i, ins in enumerate(instructions):
-        last |= {n: max(last.get(n, i), i) for n in buffers_read(ins)}
+        for buffer in {alias.get(n, n) for n in buffers_read(ins)}:
+            last[buffer] = max(last.get(buffer, i), i)
     live, peak = dict(inputs), sum(inputs.values())
     for i, ins in enumerate(instructions):
         inner = _inner(ins)
@@ -153,7 +200,9 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
             sizes = {n: b for j in inner for n, b in _written(j).items()}
             peak = max(peak, sum(live.values()) + peak_bytes({}, inner, ()))
             outs = getattr(ins, "carry_out", ()) + getattr(ins, "y_out", ())
-            written = dict(zip(ins.outs, (sizes.get(n, 0) for n in outs), strict=False))
+            written = dict(
+                zip(ins.outs, (sizes.get(alias.get(n, n), 0) for n in outs), strict=False)
+            )
         else:
             staged = staging_bytes(ins)
         live |= written

@@ -35,6 +35,9 @@ An Entry holds
                   sharding; partition.py runs the loop, nothing runs for the edge itself
   flops           FLOPs per point of the factor loop nest (split_cost.flops): 2 for a
                   multiply-add, 0 for data movement, 1 otherwise (set in FLOPS below)
+  work            eqn -> FLOPs per point, where XLA's cost analysis counts more than one:
+                  an argmax compares and selects a (value, index) pair per element, a
+                  cumulative op sums a window as long as its dim (`point_flops` reads it)
 To add a primitive: `register("name other_name", family, **facts)` below, once.
 A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replicated.
 # Shardy: createOpShardingRule; XLA: SpmdPartitioningVisitor::Handle* per opcode
@@ -43,6 +46,7 @@ A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replic
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -70,6 +74,7 @@ class Entry:
     known: bool = True
     edge: bool = False
     flops: int = 1
+    work: Callable[..., float] | None = None
 
 
 REGISTRY: dict[str, Entry] = {}
@@ -92,6 +97,12 @@ def entry_for(eqn) -> Entry:
 
 def is_known(primitive: str) -> bool:
     return primitive in REGISTRY
+
+
+def point_flops(eqn) -> float:
+    """FLOPs per point of the equation's factor loop nest, as XLA's cost analysis counts them."""
+    entry = entry_for(eqn)
+    return entry.work(eqn) if entry.work else entry.flops
 
 
 def rule_for(eqn) -> FactorRule:
@@ -181,6 +192,22 @@ def _gather_mode(eqn) -> str | None:
     return {"CLIP": "clip", "PROMISE_IN_BOUNDS": "clip", "FILL_OR_DROP": "fill"}.get(name)
 
 
+def _pair_reduce_flops(eqn) -> float:
+    """An argmax or argmin reduces (value, index) pairs: XLA counts 9 FLOPs (compares, NaN
+    checks, selects) for each of the N - 1 steps that reduce N elements to one."""
+    n = math.prod(eqn.inputs[0].shape[d] for d in eqn.params["axes"])
+    return 9 * (n - 1) / n
+
+
+def _one_flop(eqn) -> int:
+    return 1
+
+
+def _window_flops(eqn) -> int:
+    """A cumulative op lowers to a reduce-window as long as its dim: N - 1 adds per result."""
+    return eqn.inputs[0].shape[eqn.params["axis"]] - 1
+
+
 # --- the entries --------------------------------------------------------------------------
 
 register(
@@ -202,9 +229,9 @@ register("reduce_sum", families.reduce, combine="sum")
 register("reduce_max", families.reduce, combine="max")
 register("reduce_min", families.reduce, combine="min")
 register("reduce_prod reduce_and reduce_or", families.reduce)
-register("argmax", families.reduce, combine="argmax")
-register("argmin", families.reduce, combine="argmin")
-register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative)
+register("argmax", families.reduce, combine="argmax", work=_pair_reduce_flops)
+register("argmin", families.reduce, combine="argmin", work=_pair_reduce_flops)
+register("cumsum cumprod cummax cummin cumlogsumexp", families.cumulative, work=_window_flops)
 register("sort", families.sort)
 register("top_k", families.top_k)
 register("slice", families.slice_, operand_sizes="limit_indices", halo=True)
@@ -273,3 +300,6 @@ FLOPS = {
 for _n, _names in FLOPS.items():
     for _name in _names.split():
         REGISTRY[_name] = replace(REGISTRY[_name], flops=_n)
+# a convert moves data (flops 0: gathering its narrower side is no work done twice), but XLA's
+# cost analysis counts one FLOP an element
+REGISTRY["convert_element_type"] = replace(REGISTRY["convert_element_type"], work=_one_flop)

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable
 
 from gspmd_viz.core.program import Value
-from gspmd_viz.core.registry import entry_for
+from gspmd_viz.core.registry import entry_for, point_flops
 from gspmd_viz.core.sharding import as_dtype
 
 
@@ -70,11 +70,10 @@ def flops(q, fa) -> float:
     """Per-device FLOPs of equation `q` (split.EquationSplit) under split `fa`: its factor loop
     nest with split factors cut to their (padded) local size, times the primitive's FLOPs per
     point (2 for a multiply-add, 0 for data movement). A whole factor is whole everywhere."""
-    entry = entry_for(q.eqn)
-    if entry.identity:
+    if entry_for(q.eqn).identity:
         return 0.0
     local = (-(-f.size // q.size(fa.get(i, ()))) for i, f in enumerate(q.rule.factors))
-    return float(entry.flops * math.prod(local))
+    return float(point_flops(q.eqn) * math.prod(local))
 
 
 def local_bytes(q, fa) -> int:
