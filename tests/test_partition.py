@@ -30,8 +30,8 @@ def assert_same(got, want, exact=False):
         if exact:
             np.testing.assert_array_equal(a, b)
         else:
-            finite = np.abs(np.asarray(b, float))[np.isfinite(np.asarray(b, float))]
-            scale = max(1.0, float(np.max(finite, initial=0.0)))
+            values = np.asarray(b, float)
+            scale = max(1.0, float(np.max(np.abs(values[np.isfinite(values)]), initial=0.0)))
             np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * scale)
 
 

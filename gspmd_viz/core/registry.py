@@ -35,9 +35,10 @@ An Entry holds
                   sharding; partition.py runs the loop, nothing runs for the edge itself
   flops           FLOPs per point of the factor loop nest (split_cost.flops): 2 for a
                   multiply-add, 0 for data movement, 1 otherwise (set in FLOPS below)
-  work            eqn -> FLOPs per point, where XLA's cost analysis counts more than one:
+  work            eqn -> FLOPs per point where XLA's cost analysis counts other than `flops`:
                   an argmax compares and selects a (value, index) pair per element, a
-                  cumulative op sums a window as long as its dim (`point_flops` reads it)
+                  cumulative op sums a window as long as its dim, a convert counts one though
+                  it only moves data (`point_flops` reads it)
 To add a primitive: `register("name other_name", family, **facts)` below, once.
 A primitive with no entry gets UNKNOWN: every dim stays whole and it runs replicated.
 # Shardy: createOpShardingRule; XLA: SpmdPartitioningVisitor::Handle* per opcode
