@@ -28,12 +28,16 @@ from tests.test_partition import assert_unpartitioned
 BOUNDS = {"flops": 1.05, "memory": 1.10, "wire_bytes": 1.0}
 
 
-def check_against_xla(ex, **options):
-    spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)), **options)
+def _within_xla(ex, spmd) -> None:
     assert_unpartitioned(spmd, *ex.args)
     side = xla_cost.compare(ex.fn, ex.args, spmd)
     over = {k: round(side.ratio(k), 3) for k, bound in BOUNDS.items() if side.ratio(k) > bound}
     assert not over, f"{ex.name} {ex.specs}: ours/XLA over the bound {over}; {side.text()}"
+
+
+def check_against_xla(ex, **options):
+    spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)), **options)
+    _within_xla(ex, spmd)
     return spmd
 
 
@@ -236,6 +240,35 @@ def test_work_is_not_shared_where_the_whole_plan_then_moves_more(name, specs):
     spread_everywhere = Partitioner(prop, chip_cost("tpu-v3"), spread=True).run()
     assert gv.partition(prop).wire_bytes < spread_everywhere.wire_bytes
     check_against_xla(ex)
+
+
+# A seeded draw where attention [8@x, 16, 4@y, 8] meets the output projection [32@x, 4, 8@y]:
+# each splits a different factor over y, so no factor promised y, and every plan gathered both
+# and did the projection four times over (1.27x XLA's FLOPs). Now y is promised when every
+# operand arrives split over it, and the follow plan splits the heads as the larger operand
+# (attention) holds them, as XLA does. The kept plan shares the idle work and holds 1.20x XLA's
+# memory compiled (its estimate: 0.91x the greedy plan's); the property test's xfail names it
+ATTENTION_OUT = {
+    "x": None,
+    "wq": (None, None, ("y", "x")),
+    "wk": (("x", "y"), None, None),
+    "wv": ("x", "y", None),
+    "wo": ("x", None, "y"),
+    "qkv": None,
+    "wi": (None, "x"),
+    "h": (None, "x", "y"),
+    "wout": (("y", "x"), None),
+    "attn_out": ("x", None, None),
+    "ffn_in": ("x", None, None),
+    "out": None,
+}
+
+
+@pytest.mark.parametrize("plan", [{}, {"follow": True}], ids=["greedy", "follow"])
+def test_an_axis_every_operand_arrives_split_over_is_not_left_to_repeat_work(plan):
+    ex = examples.get("transformer_scan", specs=ATTENTION_OUT)
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    _within_xla(ex, Partitioner(prop, chip_cost("tpu-v3"), **plan).run())
 
 
 # Over again since the peak estimate counts no copy for an annotation (the plain plan's estimate
@@ -515,10 +548,11 @@ def test_merged_splits_give_a_shared_mesh_axis_to_either_side():
 @pytest.mark.xfail(
     strict=True,
     reason="issue 11 not met on every draw (5 of 307 distinct seeded draws over a bound, "
-    "benchmarks/annotations.py; 14 four sessions before): moe 3 (bytes 1.34x; FLOPs 1.07x; "
+    "benchmarks/annotations.py; 14 five sessions before): moe 3 (bytes 1.34x; FLOPs 1.07x; "
     "FLOPs 1.06x), mlp_fori 1 (memory 1.13x: a weight re-laid out before the loop lives beside "
-    "the original), transformer_scan 1 (FLOPs 1.27x for 0.77x the bytes). 4 of the 5 have no "
-    "plan of ours within every bound; the pinned TABLE_OVER is over on memory (1.12x)",
+    "the original), transformer_scan 1 (memory 1.20x: the shared plan XLA:CPU packs into more "
+    "than our estimate; ATTENTION_OUT). 3 of the 5 have no plan of ours within every bound; the "
+    "pinned TABLE_OVER is over on memory (1.12x)",
 )
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(annotated())
@@ -552,8 +586,9 @@ def _mlp(chip="tpu-v3"):
 def test_the_record_states_flops_bytes_time_and_memory():
     spmd = _mlp()
     cost = spmd.cost
-    # per device: [8, 32] @ [32, 16] (2 FLOPs a multiply-add), relu on [8, 16], [8, 16] @ [16, 32]
-    assert cost.flops == 2 * 8 * 32 * 16 + 8 * 16 + 2 * 8 * 16 * 32
+    # per device: [8, 32] @ [32, 16] (2 FLOPs a multiply-add), relu on [8, 16], [8, 16] @ [16, 32],
+    # and the all-reduce summing the [8, 32] partials (one FLOP an element, as XLA counts it)
+    assert cost.flops == 2 * 8 * 32 * 16 + 8 * 16 + 2 * 8 * 16 * 32 + 8 * 32
     assert cost.wire_bytes == spmd.wire_bytes == 2 * 3 / 4 * 8 * 32 * 4  # all-reduce over y
     chip = gv.sim.chip("tpu-v3")
     assert cost.compute_s == cost.flops / chip.peak_bf16_flops

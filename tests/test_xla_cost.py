@@ -3,10 +3,13 @@
 import jax
 import jax.numpy as jnp
 import pytest
+from jax.sharding import PartitionSpec
 
 import gspmd_viz as gv
 from gspmd_viz import xla_cost
+from gspmd_viz.core import kernels
 from gspmd_viz.core.partition import Partitioner
+from gspmd_viz.core.plan_record import ALL_REDUCE_FLOPS, NAN_KEEPING_FLOPS
 from gspmd_viz.partition_on_chip import chip_cost
 
 MESH = gv.Mesh({"x": 2, "y": 4})
@@ -84,3 +87,22 @@ def test_our_flop_count_is_xlas_on_one_device(op):
     spmd = gv.partition(gv.propagate(gv.trace(op, x), mesh=MESH))  # nothing split
     compiled = jax.jit(op).lower(x).compile()
     assert spmd.cost.flops == xla_cost.analysis(compiled)[0]
+
+
+@pytest.mark.parametrize(
+    "combine, per_element", [("sum", ALL_REDUCE_FLOPS), ("max", NAN_KEEPING_FLOPS)]
+)
+def test_an_all_reduce_counts_the_flops_xla_counts(combine, per_element):
+    # XLA counts an all-reduce's sum one FLOP an element; our float max keeps a NaN by making
+    # integer keys before its pmax and undoing them after, which XLA counts too
+    mesh = MESH.to_jax()
+    x = jnp.ones((8, 16, 32))  # [4, 16, 32] a device
+    local = jax.shard_map(
+        lambda a: kernels.all_reduce(a, combine, ("y",)),
+        mesh=mesh,
+        in_specs=PartitionSpec("x"),
+        out_specs=PartitionSpec("x"),
+        check_vma=False,
+    )
+    compiled = jax.jit(local).lower(x).compile()
+    assert xla_cost.analysis(compiled)[0] == per_element * 4 * 16 * 32

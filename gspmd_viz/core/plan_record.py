@@ -69,9 +69,16 @@ def compute_flops(ins: Compute) -> float:
     return float(point_flops(eqn) * nest)
 
 
+# FLOPs an element of an all-reduce, as XLA's cost analysis counts them: a sum or a pmax
+# does one; a float max/min combine eleven, for the integer keys kernels.all_reduce makes and
+# undoes around its pmax to keep a NaN (test_xla_cost checks both against XLA's count)
+ALL_REDUCE_FLOPS = 1
+NAN_KEEPING_FLOPS = 11
+
+
 def plan_flops(instructions) -> float:
     """Per-device FLOPs of a list of instructions (a loop's body times its trips; a branch:
-    the costliest, one runs)."""
+    the costliest, one runs), all-reduces included (`collective_flops`)."""
     total = 0.0
     for ins in instructions:
         if isinstance(ins, Compute):
@@ -80,7 +87,22 @@ def plan_flops(instructions) -> float:
             total += ins.loop.trips * plan_flops(ins.cond + ins.body)
         elif isinstance(ins, RunCond):
             total += max(plan_flops(b) for b in ins.branches)
+        else:
+            total += collective_flops(ins)
     return total
+
+
+def collective_flops(ins) -> float:
+    """FLOPs of one instruction's all-reduces (a reshard's sums, a max/min combine): the
+    other collectives only move data."""
+    keeps_nan = (
+        isinstance(ins, Combine)
+        and ins.combine in ("max", "min")
+        and np.issubdtype(ins.value.dtype, np.floating)
+    )
+    per_element = NAN_KEEPING_FLOPS if keeps_nan else ALL_REDUCE_FLOPS
+    reduced = (c for c in getattr(ins, "collectives", ()) if c.kind == "all-reduce")
+    return float(sum(per_element * math.prod(c.shape) for c in reduced))
 
 
 def _is_annotation(ins) -> bool:

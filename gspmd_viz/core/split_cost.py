@@ -170,7 +170,8 @@ def _asked_whole_over(q, costs) -> set[str]:
 def promised(q, costs) -> set[str]:
     """The mesh axes the operands' arrival shardings promise a split over: those every operand
     holding a factor splits it over, those of a factor every holder splits but over disjoint
-    axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves), and an operand's pending sums.
+    axes (`x[16, 32/y] @ w[32/x, 64]`: one of the two moves), those every operand splits some
+    factor over (`_split_by_every_operand`), and an operand's pending sums.
     A factor some operand holds whole promises nothing in a dot: splitting it would slice
     that operand and leave partial sums to move, and XLA's dot handler gathers the split one
     (`x[16, 32/y] @ w[32, 64]`: 1.5 KiB of x gathered, not 6 KiB of sums reduced). A windowed
@@ -186,12 +187,22 @@ def promised(q, costs) -> set[str]:
         for f in {f for fs in tensor for f in fs}:
             found.setdefault(f, []).append((set(split.get(f, ())), size))
     windowed = any(f.kind.startswith("windowed") for f in q.rule.factors)
+    axes |= _split_by_every_operand(q, costs)
     for held in found.values():
         sets = [s for s, _ in held]
         agreed = set.intersection(*sets)
         if agreed or all(sets) or (windowed and _split_holder_bigger(held)):
             axes |= agreed or set.union(*sets)
     return axes
+
+
+def _split_by_every_operand(q, costs) -> set[str]:
+    """The mesh axes every operand (of two or more) arrives split over, on whatever factor:
+    computed whole over such an axis, every operand is gathered there and all its devices do
+    the same work. `attn[8, 16, 4@y, 8] . wo[32, 4, 8@y]` splits the heads in one and the
+    head dim in the other: one of them moves (XLA moves wo to the heads' split), not both."""
+    held = [{a for axes in split.values() for a in axes} for *_, split in arrivals(q, costs)]
+    return set.intersection(*held) if len(held) > 1 else set()
 
 
 def promised_by_any(splits, costs) -> set[str]:
