@@ -11,8 +11,8 @@ FLOPs on the zoo's training step). So a split's rank is, in order:
      redundant work). A gather or copy counts too: whatever reads its replicated result would
      compute replicated as well. An elementwise op does not: its one FLOP a result costs no
      more than a collective's copy of it. An axis one operand splits a factor over while
-     another holds it whole promises nothing: gathering that operand is XLA's plan and often
-     the cheaper one.
+     another holds it whole promises nothing, unless every operand arrives split over it on
+     some factor: gathering that one operand is XLA's plan and often the cheaper one.
      The count is multiplied by the devices idle on padding: a factor split over more devices
      than it has elements (4 experts over 8) leaves the rest computing on nothing
      (`idle_on_padding`);
