@@ -180,14 +180,14 @@ def promised(q, costs) -> set[str]:
     kernel is sliced to it, the partial sums reduced; convolving the whole image on every
     device was 2.6-3.5x XLA's FLOPs)."""
     found: dict[int, list[tuple[set[str], int]]] = {}
-    axes = set()
-    for v, tensor, sharding, split in arrivals(q, costs):
+    arrived = arrivals(q, costs)
+    axes = _split_by_every_operand([split for *_, split in arrived])
+    for v, tensor, sharding, split in arrived:
         axes |= set(sharding.unreduced)
         size = math.prod(v.shape) * as_dtype(v.dtype).itemsize
         for f in {f for fs in tensor for f in fs}:
             found.setdefault(f, []).append((set(split.get(f, ())), size))
     windowed = any(f.kind.startswith("windowed") for f in q.rule.factors)
-    axes |= _split_by_every_operand(q, costs)
     for held in found.values():
         sets = [s for s, _ in held]
         agreed = set.intersection(*sets)
@@ -196,12 +196,13 @@ def promised(q, costs) -> set[str]:
     return axes
 
 
-def _split_by_every_operand(q, costs) -> set[str]:
-    """The mesh axes every operand (of two or more) arrives split over, on whatever factor:
-    computed whole over such an axis, every operand is gathered there and all its devices do
-    the same work. `attn[8, 16, 4@y, 8] . wo[32, 4, 8@y]` splits the heads in one and the
-    head dim in the other: one of them moves (XLA moves wo to the heads' split), not both."""
-    held = [{a for axes in split.values() for a in axes} for *_, split in arrivals(q, costs)]
+def _split_by_every_operand(splits: list[dict]) -> set[str]:
+    """The mesh axes every operand (of two or more; `splits`: the factor split each arrives
+    in) is split over, on whatever factor: computed whole over such an axis, every operand is
+    gathered there and all its devices do the same work. `attn[8, 16, 4@y, 8] . wo[32, 4,
+    8@y]` splits the heads in one and the head dim in the other: one of them moves (XLA moves
+    wo to the heads' split), not both."""
+    held = [{a for axes in split.values() for a in axes} for split in splits]
     return set.intersection(*held) if len(held) > 1 else set()
 
 
