@@ -242,9 +242,15 @@ def run_local(eqn, params, args, masks=(), offsets=(), lookup=None):
     return outs
 
 
+def keeps_nan(combine: str, dtype) -> bool:
+    """Does all_reduce combine these values with integer keys that keep a NaN (a float max or
+    min) rather than with one pmax / pmin / psum?"""
+    return combine in ("max", "min") and jnp.issubdtype(dtype, jnp.floating)
+
+
 def all_reduce(x, combine: str, axes):
     """Combine partial max/min results across devices right away."""
-    if combine in ("max", "min") and jnp.issubdtype(x.dtype, jnp.floating):
+    if keeps_nan(combine, x.dtype):
         return _nan_propagating(x, combine, tuple(axes))
     op = {"max": jax.lax.pmax, "min": jax.lax.pmin, "sum": jax.lax.psum}[combine]
     return op(x, tuple(axes))

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from gspmd_viz.core.kernels import keeps_nan
 from gspmd_viz.core.reduce_combine import ArgCombine
 from gspmd_viz.core.registry import entry_for, point_flops, rule_for
 from gspmd_viz.core.split_cost import ChipCost
@@ -95,12 +96,8 @@ def plan_flops(instructions) -> float:
 def collective_flops(ins) -> float:
     """FLOPs of one instruction's all-reduces (a reshard's sums, a max/min combine): the
     other collectives only move data."""
-    keeps_nan = (
-        isinstance(ins, Combine)
-        and ins.combine in ("max", "min")
-        and np.issubdtype(ins.value.dtype, np.floating)
-    )
-    per_element = NAN_KEEPING_FLOPS if keeps_nan else ALL_REDUCE_FLOPS
+    nan_keeping = isinstance(ins, Combine) and keeps_nan(ins.combine, ins.value.dtype)
+    per_element = NAN_KEEPING_FLOPS if nan_keeping else ALL_REDUCE_FLOPS
     reduced = (c for c in getattr(ins, "collectives", ()) if c.kind == "all-reduce")
     return float(sum(per_element * math.prod(c.shape) for c in reduced))
 
