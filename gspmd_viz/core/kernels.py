@@ -10,37 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.lower import Lookup, Mask, Offset, WriteAt
+from gspmd_viz.core.moves import moving, permute_rounds
 from gspmd_viz.core.program import FIRST_START, clamped_starts
 from gspmd_viz.core.registry import entry_for
-from gspmd_viz.core.sharding import Sharding
 
 # --- resharding steps --------------------------------------------------------------------------
-
-
-def _chunk(sharding: Sharding, device: int, ndim: int) -> tuple[int, ...]:
-    return tuple(sharding.shard_index(device, d) for d in range(ndim))
-
-
-def permute_pairs(src: Sharding, dst: Sharding, shape) -> list[tuple[int, int, tuple]]:
-    """(source, target, offsets): every device receives its dst shard from one device whose
-    src shard contains it (each device sends exactly once: holders and askers of a src shard
-    are equally many), sliced at `offsets` in the sender's buffer; data stays put where it can.
-    Computed only to run a plan."""
-    ndim = len(shape)
-    ratio = [dst.dim_shards(d) // src.dim_shards(d) for d in range(ndim)]
-    local = dst.shard_shape(shape)
-    pools: dict[tuple, set[int]] = {}
-    for dev in range(src.mesh.size):
-        pools.setdefault(_chunk(src, dev, ndim), set()).add(dev)
-    pairs = []
-    for dev in range(dst.mesh.size):
-        want = _chunk(dst, dev, ndim)
-        pool = pools[tuple(i // r for i, r in zip(want, ratio, strict=True))]
-        source = dev if dev in pool else min(pool)
-        pool.remove(source)
-        offsets = tuple((i % r) * k for i, r, k in zip(want, ratio, local, strict=True))
-        pairs.append((source, dev, offsets))
-    return pairs
 
 
 def _axis_index(axes):
@@ -65,6 +39,8 @@ def _local(step, side: str, shape):
 
 
 def _slice(step, x, shape):
+    if not step.dims:  # blocks that do not nest, each device's inside its own: _moved_pieces
+        return _moved_pieces(step, x, shape)
     (d,) = step.dims
     size = _local(step, "after", shape)[d]
     n = step.after.dim_shards(d) // step.before.dim_shards(d)
@@ -117,16 +93,32 @@ def _all_to_all(step, x, shape):
     return fit_dim(x, concat, _local(step, "after", shape)[concat])
 
 
-def _collective_permute(step, x, shape):
-    mesh = step.before.mesh
-    pairs = permute_pairs(step.before, step.after, shape)
-    offsets = np.zeros((mesh.size, len(shape)), np.int32)
-    for source, _, offset in pairs:
-        offsets[source] = offset
-    mine = jnp.asarray(offsets)[jax.lax.axis_index(mesh.axis_names)]
-    # [k_src] -> slice out what my target needs -> [k_dst] -> ppermute -> [k_dst]
-    x = jax.lax.dynamic_slice(x, tuple(mine), step.after.shard_shape(shape))
-    return jax.lax.ppermute(x, mesh.axis_names, [(s, t) for s, t, _ in pairs])
+def _moved_pieces(step, x, shape):
+    """Each device's new shard: sliced out of its own buffer where it holds it, else sent by
+    a holder, one collective-permute a round (`permute_rounds`; those keeping their own pass
+    it to themselves in the first round, when it moves anything)."""
+    mesh, local = step.before.mesh, step.after.shard_shape(shape)
+    rounds = permute_rounds(step.before, step.after, shape)
+    me = jax.lax.axis_index(mesh.axis_names)
+    received = None
+    if rounds[0] not in moving(rounds):  # [k_src] -> slice out my own new shard -> [k_dst]
+        received = _piece(x, [(t, offsets) for _, t, offsets in rounds[0]], mesh.size, me, local)
+    for sends in moving(rounds):
+        # [k_src] -> slice out what my target this round needs -> [k_dst] -> ppermute -> [k_dst]
+        piece = _piece(x, [(source, offsets) for source, _, offsets in sends], mesh.size, me, local)
+        got = jax.lax.ppermute(piece, mesh.axis_names, [(s, t) for s, t, _ in sends])
+        landed = np.zeros(mesh.size, bool)
+        landed[[target for _, target, _ in sends]] = True
+        received = got if received is None else jnp.where(jnp.asarray(landed)[me], got, received)
+    return received
+
+
+def _piece(x, slicers, devices: int, me, local):
+    """The block of `local` shape each device in `slicers` (device, offsets) cuts from x."""
+    offsets = np.zeros((devices, x.ndim), np.int32)
+    for device, at in slicers:
+        offsets[device] = at
+    return jax.lax.dynamic_slice(x, tuple(jnp.asarray(offsets)[me]), local)
 
 
 STEP_KERNELS = {  # ReshardStep.kind -> its kernel
@@ -135,7 +127,7 @@ STEP_KERNELS = {  # ReshardStep.kind -> its kernel
     "reduce-scatter": _reduce_scatter,
     "all-reduce": _all_reduce,
     "all-to-all": _all_to_all,
-    "collective-permute": _collective_permute,
+    "collective-permute": _moved_pieces,
 }
 
 

@@ -165,10 +165,25 @@ class Mover:
         goal = state_key(dst, len(self.shape))[0]
         for target in dict.fromkeys((goal, _dst_major(spec, goal), self.relabel(spec, goal))):
             if target != spec and self.inside(spec, target):
-                roles = _roles(spec), _roles(target)
-                axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
-                new = (target, unreduced)
-                yield _Move("collective-permute", axes, (), new, tuple(self.local(target)))
+                yield self._permute(spec, target)
+
+    def _permute(self, spec, target) -> _Move:
+        """The collective-permute from spec to target (`inside`). Where the shards nest, every
+        src shard has as many holders as askers and each device sends once. Where an uneven
+        split does not nest (4 rows over 8 devices to 4 over 4), a holder may have several
+        askers: it sends one piece a round (`permute_rounds`), the operand [rounds, *local];
+        or none, when every device holds its new shard: a free local slice."""
+        new, local = (target, frozenset()), tuple(self.local(target))
+        if self.nested(spec, target):
+            roles = _roles(spec), _roles(target)
+            axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
+            return _Move("collective-permute", axes, (), new, local)
+        src, dst = self.sharding((spec, frozenset())), self.sharding(new)
+        rounds = moving(permute_rounds(src, dst, self.shape))
+        if not rounds:
+            return _Move("slice", (), (), new, None)
+        operand = (len(rounds), *local) if len(rounds) > 1 else local
+        return _Move("collective-permute", _moved_axes(self.mesh, rounds), (), new, operand)
 
     def relabel(self, spec, goal):
         """spec with an axis swapped for the one goal has at the same place in the same dim,
@@ -184,13 +199,21 @@ class Mover:
             out.append(tuple(have))
         return tuple(out)
 
-    def inside(self, spec, target) -> bool:
-        """Does every shard of `target` lie inside one shard of `spec`?"""
+    def nested(self, spec, target) -> bool:
+        """Does each dim of `target` split every shard of `spec` into the same whole number of
+        shards (so every target shard lies inside one spec shard, none straddling its end)?"""
         for n, have, want in zip(self.shape, spec, target, strict=True):
             s, t = self.size(have), self.size(want)
             if t % s or _ceil(n, s) != t // s * _ceil(n, t):
-                return False  # a target shard would straddle two spec shards (or their end)
+                return False
         return True
+
+    def inside(self, spec, target) -> bool:
+        """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
+        return self.nested(spec, target) or all(
+            _within(n, self.size(have), self.size(want))
+            for n, have, want in zip(self.shape, spec, target, strict=True)
+        )
 
     def moves(self, state, dst):
         for gen in (
@@ -202,6 +225,60 @@ class Mover:
             self.permutes,
         ):
             yield from gen(state, dst)
+
+
+def _within(n: int, have: int, want: int) -> bool:
+    """Does every shard of a dim of n split `want` ways that holds data lie, with its padding,
+    inside the buffer of one shard of it split `have` ways?"""
+    held, wanted = _ceil(n, have), _ceil(n, want)
+    return all(j * wanted % held + wanted <= held for j in range(want) if j * wanted < n)
+
+
+def permute_rounds(src: Sharding, dst: Sharding, shape) -> list[list[tuple[int, int, tuple]]]:
+    """Rounds of (source, target, offsets): every device whose dst shard holds data takes it
+    from one device whose src shard contains it, sliced at `offsets` in that one's buffer,
+    and each device sends at most once a round. A device holding its own keeps it (source =
+    target, in round 0); the others are spread over the holders of their src shard, those
+    not keeping their own first. A shard of padding only gets nothing (it is never read)."""
+    ndim, mesh = len(shape), src.mesh
+    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
+    holders: dict[tuple, list[int]] = {}
+    for dev in range(mesh.size):
+        holders.setdefault(tuple(src.shard_index(dev, d) for d in range(ndim)), []).append(dev)
+    rounds: list[list[tuple[int, int, tuple]]] = [[]]
+    away, load = [], {}
+    for dev in range(mesh.size):
+        start = [dst.shard_index(dev, d) * wanted[d] for d in range(ndim)]
+        if all(i < n for i, n in zip(start, shape, strict=True)):
+            chunk = tuple(i // k for i, k in zip(start, held, strict=True))
+            offsets = tuple(i % k for i, k in zip(start, held, strict=True))
+            if dev in holders[chunk]:
+                rounds[0].append((dev, dev, offsets))
+                load[dev] = 1
+            else:
+                away.append((dev, chunk, offsets))
+    for dev, chunk, offsets in away:
+        source = min(holders[chunk], key=lambda h: (load.get(h, 0), h))
+        r = load.get(source, 0)
+        load[source] = r + 1
+        rounds.extend([] for _ in range(r + 1 - len(rounds)))
+        rounds[r].append((source, dev, offsets))
+    return rounds
+
+
+def moving(rounds) -> list[list[tuple[int, int, tuple]]]:
+    """The rounds of `permute_rounds` in which some piece leaves its device."""
+    return [sends for sends in rounds if any(s != t for s, t, _ in sends)]
+
+
+def _moved_axes(mesh, rounds) -> tuple[str, ...]:
+    """The mesh axes along which some piece of `rounds` moves."""
+    moved = set()
+    for sends in rounds:
+        for source, target, _ in sends:
+            here, there = mesh.coords(source), mesh.coords(target)
+            moved |= {a for a in mesh.axis_names if here[a] != there[a]}
+    return tuple(a for a in mesh.axis_names if a in moved)
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:

@@ -9,13 +9,15 @@ A plan is a list of steps over the sharding's spec. Each step is one of (XLA: Re
                       a collective-permute after it puts the blocks in place)
   all-gather          un-split the minor axes of a dim
   collective-permute  every new shard lies inside an old one: its holder slices it out and
-                      sends it (same tiling, other device order is the case with no slicing)
+                      sends it (same tiling, other device order is the case with no slicing;
+                      a holder asked for several pieces sends one a round)
 Collectives run on subgroups: only the mesh axes they name. The plan is the cheapest path by
 wire bytes (then fewer collectives) found by Dijkstra over the reachable specs.
 
 Uneven dims: every local buffer has the padded `shard_shape`; shard i of a dim split S ways
 starts at i * ceil(N/S). Gathering or slicing only some axes of a dim keeps that layout only
-when the shards nest (`_nests`); otherwise the plan gathers the whole dim first.
+when the shards nest (`_nests`); otherwise the plan gathers the whole dim first, or permutes
+each new block from the old one it lies in (4 rows over 8 devices, padding on four, to 4 over 4).
 """
 
 import heapq
