@@ -537,6 +537,19 @@ def test_a_lookup_gives_the_ids_axis_up_and_looks_rows_up_where_they_live():
     assert ("all-gather", ("y",)) in moves and ("all-gather", ("x", "y")) not in moves, moves
 
 
+# A moe draw whose expert weights wi [4@(y,x), 16, 32] (4 experts over 8 devices: padding on
+# four) were wanted as [4@y, 16, 32@x]: those blocks do not nest, so every plan gathered all
+# eight (14 KiB), and the one kept sent 1.34x XLA's bytes. Each holder now sends its expert's
+# two halves in two rounds of collective-permute, [2 rounds, 1, 16, 16] (2 KiB)
+def test_uneven_blocks_that_do_not_nest_are_permuted_not_gathered():
+    specs = {"x": (("y", "x"), None, None), "combine": None, "dispatched": ("y", None, None, "x")}
+    specs |= {"wi": (("y", "x"), None, None), "wo": (None, None, None), "out": (None, "y", "x")}
+    spmd = check_against_xla(examples.get("moe", specs=specs))
+    permuted = {c.shape for c in spmd.collectives if c.kind == "collective-permute"}
+    assert (2, 1, 16, 16) in permuted
+    assert not [c for c in spmd.collectives if c.wire_bytes >= 14 * 1024]
+
+
 # A draw that did work twice unless idle devices shared it (269,848 FLOPs against XLA's 75,004
 # with share_idle=False): the logits matmul left y idle. The logits' split (rows over x, the
 # sequence over y) giving x up to the table's (the contraction over x) is a candidate now: the
@@ -556,11 +569,11 @@ def test_merged_splits_give_a_shared_mesh_axis_to_either_side():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 11 not met on every draw (5 of 307 distinct seeded draws over a bound, "
-    "benchmarks/annotations.py; 14 five sessions before): moe 3 (bytes 1.34x; FLOPs 1.07x; "
-    "FLOPs 1.06x), mlp_fori 1 (memory 1.13x: a weight re-laid out before the loop lives beside "
-    "the original), transformer_scan 1 (memory 1.20x: the shared plan XLA:CPU packs into more "
-    "than our estimate; ATTENTION_OUT). 3 of the 5 have no plan of ours within every bound; the "
+    reason="issue 11 not met on every draw (4 of 307 distinct seeded draws over a bound, "
+    "benchmarks/annotations.py; 14 six sessions before): moe 2 (FLOPs 1.07x; FLOPs 1.06x), "
+    "mlp_fori 1 (memory 1.13x: a weight re-laid out before the loop lives beside the "
+    "original), transformer_scan 1 (memory 1.20x: the shared plan XLA:CPU packs into more "
+    "than our estimate; ATTENTION_OUT). 2 of the 4 have no plan of ours within every bound; the "
     "pinned TABLE_OVER is over on memory (1.12x)",
 )
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
