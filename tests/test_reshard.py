@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import gspmd_viz as gv
 from gspmd_viz.core.execute import device_buffers, pad_global, pending_axes
 from gspmd_viz.core.kernels import apply_plan
+from gspmd_viz.core.moves import moving, permute_rounds
 from gspmd_viz.core.reshard import reshard_plan
 
 MESHES = [{"x": 8}, {"x": 2, "y": 4}, {"x": 4, "y": 2}, {"x": 2, "y": 2, "z": 2}, {"x": 3, "y": 2}]
@@ -83,7 +84,13 @@ def test_plans_move_exactly_the_right_data(case):
     src, dst, shape = case
     rng = np.random.default_rng(0)
     x = rng.integers(-100, 100, size=shape).astype(np.int32)
-    run(src, dst, x, rng)
+    plan = run(src, dst, x, rng)
+    for step in plan.steps:  # a permute is charged the rounds its kernel runs (one if none said)
+        if step.kind == "collective-permute" or (step.kind == "slice" and not step.dims):
+            rounds = moving(permute_rounds(step.before, step.after, shape))
+            charged = step.collective.operand_bytes if step.collective else 0
+            piece = x.dtype.itemsize * np.prod(step.after.shard_shape(shape))
+            assert charged == len(rounds) * piece, (step, rounds)
 
 
 MESH = gv.Mesh({"x": 2, "y": 4})

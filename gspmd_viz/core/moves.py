@@ -8,6 +8,8 @@ import itertools
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from gspmd_viz.core.collective import Collective, wire_bytes
 from gspmd_viz.core.sharding import Sharding
 
@@ -165,25 +167,30 @@ class Mover:
         goal = state_key(dst, len(self.shape))[0]
         for target in dict.fromkeys((goal, _dst_major(spec, goal), self.relabel(spec, goal))):
             if target != spec and self.inside(spec, target):
-                yield self._permute(spec, target)
+                yield from self._permute(spec, target)
 
-    def _permute(self, spec, target) -> _Move:
+    def _permute(self, spec, target):
         """The collective-permute from spec to target (`inside`). Where the shards nest, every
-        src shard has as many holders as askers and each device sends once. Where an uneven
-        split does not nest (4 rows over 8 devices to 4 over 4), a holder may have several
-        askers: it sends one piece a round (`permute_rounds`), the operand [rounds, *local];
-        or none, when every device holds its new shard: a free local slice."""
-        new, local = (target, frozenset()), tuple(self.local(target))
-        if self.nested(spec, target):
-            roles = _roles(spec), _roles(target)
-            axes = tuple(a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a))
-            return _Move("collective-permute", axes, (), new, local)
-        src, dst = self.sharding((spec, frozenset())), self.sharding(new)
-        rounds = moving(permute_rounds(src, dst, self.shape))
+        src shard has as many holders as askers and each device sends at most once. Where an
+        uneven split does not nest (4 rows over 8 devices to 4 over 4), a holder may have
+        several askers: it sends one piece a round (`permute_rounds`), the operand [rounds,
+        *local]. Where every device holds its new shard already: a free local slice, unless
+        `slices` get there (a dim's axes growing at its end)."""
+        new = (target, frozenset())
+        rounds = round_count(self.sharding((spec, frozenset())), self.sharding(new), self.shape)
         if not rounds:
-            return _Move("slice", (), (), new, None)
-        operand = (len(rounds), *local) if len(rounds) > 1 else local
-        return _Move("collective-permute", _moved_axes(self.mesh, rounds), (), new, operand)
+            grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
+            yield from [] if grows else [_Move("slice", (), (), new, None)]
+            return
+        roles = _roles(spec), _roles(target)
+        moved = {a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a)}
+        for d, (have, want) in enumerate(zip(spec, target, strict=True)):
+            if not self.nested_dim(d, have, want):  # blocks move along all of its axes
+                moved |= set(have) | set(want)
+        local = tuple(self.local(target))
+        operand = (rounds, *local) if rounds > 1 else local
+        axes = tuple(a for a in self.mesh.axis_names if a in moved)
+        yield _Move("collective-permute", axes, (), new, operand)
 
     def relabel(self, spec, goal):
         """spec with an axis swapped for the one goal has at the same place in the same dim,
@@ -199,20 +206,17 @@ class Mover:
             out.append(tuple(have))
         return tuple(out)
 
-    def nested(self, spec, target) -> bool:
-        """Does each dim of `target` split every shard of `spec` into the same whole number of
-        shards (so every target shard lies inside one spec shard, none straddling its end)?"""
-        for n, have, want in zip(self.shape, spec, target, strict=True):
-            s, t = self.size(have), self.size(want)
-            if t % s or _ceil(n, s) != t // s * _ceil(n, t):
-                return False
-        return True
+    def nested_dim(self, dim: int, have, want) -> bool:
+        """Does dim split `want` ways divide every shard of it split `have` ways into the same
+        whole number of shards (none straddling a shard's end)?"""
+        n, s, t = self.shape[dim], self.size(have), self.size(want)
+        return t % s == 0 and _ceil(n, s) == t // s * _ceil(n, t)
 
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
-        return self.nested(spec, target) or all(
-            _within(n, self.size(have), self.size(want))
-            for n, have, want in zip(self.shape, spec, target, strict=True)
+        return all(
+            self.nested_dim(d, have, want) or _within(n, self.size(have), self.size(want))
+            for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
         )
 
     def moves(self, state, dst):
@@ -271,14 +275,42 @@ def moving(rounds) -> list[list[tuple[int, int, tuple]]]:
     return [sends for sends in rounds if any(s != t for s, t, _ in sends)]
 
 
-def _moved_axes(mesh, rounds) -> tuple[str, ...]:
-    """The mesh axes along which some piece of `rounds` moves."""
-    moved = set()
-    for sends in rounds:
-        for source, target, _ in sends:
-            here, there = mesh.coords(source), mesh.coords(target)
-            moved |= {a for a in mesh.axis_names if here[a] != there[a]}
-    return tuple(a for a in mesh.axis_names if a in moved)
+def round_count(src: Sharding, dst: Sharding, shape) -> int:
+    """len(moving(permute_rounds(src, dst, shape))), counted without pairing devices (a
+    64x64 mesh has 4096): per src shard c, H holders, K of them keeping their own, A other
+    askers. Round 0 has a piece leave where some A > 0 meets a holder not keeping its own;
+    the most loaded holders of c then send in rounds up to ceil((A + K) / H) - 1."""
+    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
+    hold = _block_index(src, len(shape))
+    start = _block_index(dst, len(shape)) * np.array(wanted)[:, None]
+    valid = np.all(start < np.array(shape)[:, None], axis=0)
+    shards = [src.dim_shards(d) for d in range(len(shape))]
+    keys = np.ravel_multi_index(tuple(hold), shards)
+    want = np.minimum(start // np.array(held)[:, None], np.array(shards)[:, None] - 1)
+    asked = np.ravel_multi_index(tuple(want), shards)  # (clipped where only padding is wanted)
+    total = math.prod(shards)
+    holders = np.bincount(keys, minlength=total)
+    askers = np.bincount(asked[valid], minlength=total)
+    keeping = np.bincount(asked[valid & (asked == keys)], minlength=total)
+    away = askers - keeping
+    busy = away > 0
+    if not busy.any():
+        return 0
+    first = bool(np.any(holders[busy] > keeping[busy]))
+    last = int(np.max(-(-(away[busy] + keeping[busy]) // holders[busy])))
+    return int(first) + max(0, last - 1)
+
+
+def _block_index(sharding: Sharding, ndim: int) -> np.ndarray:
+    """[ndim, devices]: the shard of each tensor dim every device holds (shard_index)."""
+    mesh = sharding.mesh
+    grid = np.indices(mesh.sizes).reshape(len(mesh.sizes), -1)  # [axes, devices]
+    coords = dict(zip(mesh.axis_names, grid, strict=True))
+    index = np.zeros((ndim, mesh.size), int)
+    for d in range(ndim):
+        for axis in sharding.dim_axes(d):
+            index[d] = index[d] * mesh.axis_size(axis) + coords[axis]
+    return index
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:
