@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import gspmd_viz as gv
 from gspmd_viz.core.execute import device_buffers, pad_global, pending_axes
 from gspmd_viz.core.kernels import apply_plan
-from gspmd_viz.core.moves import moving, permute_rounds
+from gspmd_viz.core.permutes import moving, permute_rounds
 from gspmd_viz.core.reshard import reshard_plan
 
 MESHES = [{"x": 8}, {"x": 2, "y": 4}, {"x": 4, "y": 2}, {"x": 2, "y": 2, "z": 2}, {"x": 3, "y": 2}]

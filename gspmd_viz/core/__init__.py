@@ -19,7 +19,10 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      arithmetic, the per-device exchange, windowed ops per
                                      dim, whole spatially split conv nets, and rolls and
                                      flips that move whole blocks
-  reshard      moves reshard         the single steps between shardings; the cheapest plan
+  reshard      permutes moves reshard
+                                     who sends which block to whom where each new block
+                                     lies in an old one (in rounds); the single steps
+                                     between shardings; the cheapest plan
   execute      spmd spmd_regions lower kernels reduce_combine split_cost plan_record
                recompute execute
                                      per-device instructions (loops and branches apart) as
@@ -45,7 +48,7 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
 families families_indexed registry propagation propagate collective halo_rounds halo
-halo_exchange halo_ops halo_program block_moves moves reshard spmd spmd_regions lower kernels
-reduce_combine split_cost plan_record recompute execute split follow lookahead remake regions
-partition whole_plan pipeline pipeline_gspmd training
+halo_exchange halo_ops halo_program block_moves permutes moves reshard spmd spmd_regions lower
+kernels reduce_combine split_cost plan_record recompute execute split follow lookahead remake
+regions partition whole_plan pipeline pipeline_gspmd training
 """

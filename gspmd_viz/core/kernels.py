@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.lower import Lookup, Mask, Offset, WriteAt
-from gspmd_viz.core.moves import moving, permute_rounds
+from gspmd_viz.core.permutes import moving, permute_rounds
 from gspmd_viz.core.program import FIRST_START, clamped_starts
 from gspmd_viz.core.registry import entry_for
 

@@ -8,9 +8,8 @@ import itertools
 import math
 from typing import NamedTuple
 
-import numpy as np
-
 from gspmd_viz.core.collective import Collective, wire_bytes
+from gspmd_viz.core.permutes import round_count, within
 from gspmd_viz.core.sharding import Sharding
 
 Spec = tuple[tuple[str, ...], ...]
@@ -215,7 +214,7 @@ class Mover:
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
         return all(
-            self.nested_dim(d, have, want) or _within(n, self.size(have), self.size(want))
+            self.nested_dim(d, have, want) or within(n, self.size(have), self.size(want))
             for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
         )
 
@@ -229,88 +228,6 @@ class Mover:
             self.permutes,
         ):
             yield from gen(state, dst)
-
-
-def _within(n: int, have: int, want: int) -> bool:
-    """Does every shard of a dim of n split `want` ways that holds data lie, with its padding,
-    inside the buffer of one shard of it split `have` ways?"""
-    held, wanted = _ceil(n, have), _ceil(n, want)
-    return all(j * wanted % held + wanted <= held for j in range(want) if j * wanted < n)
-
-
-def permute_rounds(src: Sharding, dst: Sharding, shape) -> list[list[tuple[int, int, tuple]]]:
-    """Rounds of (source, target, offsets): every device whose dst shard holds data takes it
-    from one device whose src shard contains it, sliced at `offsets` in that one's buffer,
-    and each device sends at most once a round. A device holding its own keeps it (source =
-    target, in round 0); the others are spread over the holders of their src shard, those
-    not keeping their own first. A shard of padding only gets nothing (it is never read)."""
-    ndim, mesh = len(shape), src.mesh
-    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
-    holders: dict[tuple, list[int]] = {}
-    for dev in range(mesh.size):
-        holders.setdefault(tuple(src.shard_index(dev, d) for d in range(ndim)), []).append(dev)
-    rounds: list[list[tuple[int, int, tuple]]] = [[]]
-    away, load = [], {}
-    for dev in range(mesh.size):
-        start = [dst.shard_index(dev, d) * wanted[d] for d in range(ndim)]
-        if all(i < n for i, n in zip(start, shape, strict=True)):
-            chunk = tuple(i // k for i, k in zip(start, held, strict=True))
-            offsets = tuple(i % k for i, k in zip(start, held, strict=True))
-            if dev in holders[chunk]:
-                rounds[0].append((dev, dev, offsets))
-                load[dev] = 1
-            else:
-                away.append((dev, chunk, offsets))
-    for dev, chunk, offsets in away:
-        source = min(holders[chunk], key=lambda h: (load.get(h, 0), h))
-        r = load.get(source, 0)
-        load[source] = r + 1
-        rounds.extend([] for _ in range(r + 1 - len(rounds)))
-        rounds[r].append((source, dev, offsets))
-    return rounds
-
-
-def moving(rounds) -> list[list[tuple[int, int, tuple]]]:
-    """The rounds of `permute_rounds` in which some piece leaves its device."""
-    return [sends for sends in rounds if any(s != t for s, t, _ in sends)]
-
-
-def round_count(src: Sharding, dst: Sharding, shape) -> int:
-    """len(moving(permute_rounds(src, dst, shape))), counted without pairing devices (a
-    64x64 mesh has 4096): per src shard c, H holders, K of them keeping their own, A other
-    askers. Round 0 has a piece leave where some A > 0 meets a holder not keeping its own;
-    the most loaded holders of c then send in rounds up to ceil((A + K) / H) - 1."""
-    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
-    hold = _block_index(src, len(shape))
-    start = _block_index(dst, len(shape)) * np.array(wanted)[:, None]
-    valid = np.all(start < np.array(shape)[:, None], axis=0)
-    shards = [src.dim_shards(d) for d in range(len(shape))]
-    keys = np.ravel_multi_index(tuple(hold), shards)
-    want = np.minimum(start // np.array(held)[:, None], np.array(shards)[:, None] - 1)
-    asked = np.ravel_multi_index(tuple(want), shards)  # (clipped where only padding is wanted)
-    total = math.prod(shards)
-    holders = np.bincount(keys, minlength=total)
-    askers = np.bincount(asked[valid], minlength=total)
-    keeping = np.bincount(asked[valid & (asked == keys)], minlength=total)
-    away = askers - keeping
-    busy = away > 0
-    if not busy.any():
-        return 0
-    first = bool(np.any(holders[busy] > keeping[busy]))
-    last = int(np.max(-(-(away[busy] + keeping[busy]) // holders[busy])))
-    return int(first) + max(0, last - 1)
-
-
-def _block_index(sharding: Sharding, ndim: int) -> np.ndarray:
-    """[ndim, devices]: the shard of each tensor dim every device holds (shard_index)."""
-    mesh = sharding.mesh
-    grid = np.indices(mesh.sizes).reshape(len(mesh.sizes), -1)  # [axes, devices]
-    coords = dict(zip(mesh.axis_names, grid, strict=True))
-    index = np.zeros((ndim, mesh.size), int)
-    for d in range(ndim):
-        for axis in sharding.dim_axes(d):
-            index[d] = index[d] * mesh.axis_size(axis) + coords[axis]
-    return index
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:
