@@ -207,6 +207,22 @@ def test_uneven_blocks_that_do_not_nest_are_sent_by_their_holder_in_rounds():
     assert plan.wire_bytes <= sum(c.wire_bytes for c in theirs)
 
 
+def test_a_dim_split_over_more_devices_than_elements_is_moved_off_its_padding_first():
+    """f32[4, 4, 4@(x,y), 32] -> [4, 4, 4, 32@x] (a moe draw's spread plan): 4 elements over
+    8 devices leave the devices at x = 1 only padding. Gathering (x, y) brings all eight
+    blocks (7 x 2 KiB). The same blocks over y alone are one permute away (the holders at
+    x = 0 send theirs to x = 1, 2 KiB); then y is gathered (3 x 1 KiB)."""
+    src, dst = S(None, None, ("x", "y"), None), S(None, None, None, "x")
+    x = np.arange(4 * 4 * 4 * 32, dtype=np.int32).reshape(4, 4, 4, 32)
+    plan = run(src, dst, x, np.random.default_rng(8))
+    assert [s.kind for s in plan.steps] == ["collective-permute", "slice", "all-gather"]
+    assert plan.wire_bytes == 4 * (4 * 4 * 32 + 3 * 4 * 4 * 16)
+    theirs = gv.xla.collectives(
+        lambda h: h, x, mesh=MESH, in_shardings=(src,), out_shardings=(dst,)
+    )
+    assert plan.wire_bytes <= sum(c.wire_bytes for c in theirs)
+
+
 def test_a_dim_that_is_mostly_padding_is_gathered_by_summing_zero_padded_blocks():
     """f32[8, 2@x] on x=8: six of the eight blocks are padding. A gather sends 7 blocks of
     8 x 1 (224 B); summing the blocks placed in zeros of the gathered size moves 2 * 7/8 of

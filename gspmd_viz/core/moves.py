@@ -164,7 +164,8 @@ class Mover:
         if unreduced or dst.unreduced:
             return
         goal = state_key(dst, len(self.shape))[0]
-        for target in dict.fromkeys((goal, _dst_major(spec, goal), self.relabel(spec, goal))):
+        targets = (goal, _dst_major(spec, goal), self.relabel(spec, goal), self.on_data(spec))
+        for target in dict.fromkeys(targets):
             if target != spec and self.inside(spec, target):
                 yield from self._permute(spec, target)
 
@@ -190,6 +191,19 @@ class Mover:
         operand = (rounds, *local) if rounds > 1 else local
         axes = tuple(a for a in self.mesh.axis_names if a in moved)
         yield _Move("collective-permute", axes, (), new, operand)
+
+    def on_data(self, spec):
+        """spec with each dim's major axes dropped while the devices past the first along them
+        hold padding only (4 rows over (x, y) on 2x4: the devices at x = 1 hold none): the
+        same blocks over fewer axes, the holders sending them on (a permute), where gathering
+        the dim would bring every block of padding too."""
+        out = []
+        for n, axes in zip(self.shape, spec, strict=True):
+            k, block = 0, _ceil(n, self.size(axes))
+            while k < len(axes) and n <= block * self.size(axes[k + 1 :]):
+                k += 1
+            out.append(tuple(axes[k:]))
+        return tuple(out)
 
     def relabel(self, spec, goal):
         """spec with an axis swapped for the one goal has at the same place in the same dim,
