@@ -85,7 +85,7 @@ def test_plans_move_exactly_the_right_data(case):
     rng = np.random.default_rng(0)
     x = rng.integers(-100, 100, size=shape).astype(np.int32)
     plan = run(src, dst, x, rng)
-    for step in plan.steps:  # a permute is charged the rounds its kernel runs (one if none said)
+    for step in plan.steps:  # a permute is charged exactly the rounds its kernel runs
         if step.kind == "collective-permute" or (step.kind == "slice" and not step.dims):
             rounds = moving(permute_rounds(step.before, step.after, shape))
             charged = step.collective.operand_bytes if step.collective else 0
@@ -191,8 +191,8 @@ def test_axes_moved_to_another_dim_in_another_order_are_not_gathered(shape):
 
 def test_uneven_blocks_that_do_not_nest_are_sent_by_their_holder_in_rounds():
     """f32[4@(y,x), 16, 32] -> [4@y, 16@x, 32] (moe's expert weights, found by
-    benchmarks/annotations.py): 4 experts over 8 devices leave one each on devices 0..3 and
-    padding on the rest, which does not nest into 4 over y (expert e on y = e). We gathered
+    benchmarks/annotations.py): 4 experts over 8 devices leave one on each of the first four
+    shards (y = 0, 1) and padding on the rest, which does not nest into 4 over y. We gathered
     all eight blocks (7 x 2 KiB). Each dst block lies inside one holder's block, but both
     halves of expert e go to the two x devices of y = e: the holder sends one half a round,
     2 rounds of [1, 8, 32] (2 KiB), under XLA's bytes for the same move."""

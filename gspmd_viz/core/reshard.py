@@ -17,7 +17,8 @@ wire bytes (then fewer collectives) found by Dijkstra over the reachable specs.
 Uneven dims: every local buffer has the padded `shard_shape`; shard i of a dim split S ways
 starts at i * ceil(N/S). Gathering or slicing only some axes of a dim keeps that layout only
 when the shards nest (`_nests`); otherwise the plan gathers the whole dim first, or permutes
-each new block from the old one it lies in (4 rows over 8 devices, padding on four, to 4 over 4).
+each new block from the old one it lies in (4 rows over 8 devices, padding on four, to 4 over 4;
+or to the same blocks over the dim's minor axes alone before a gather: moves.Mover.on_data).
 """
 
 import heapq
