@@ -100,10 +100,11 @@ def _moved_pieces(step, x, shape):
     mesh, local = step.before.mesh, step.after.shard_shape(shape)
     rounds = permute_rounds(step.before, step.after, shape)
     me = jax.lax.axis_index(mesh.axis_names)
+    moves = moving(rounds)
     received = None
-    if rounds[0] not in moving(rounds):  # [k_src] -> slice out my own new shard -> [k_dst]
+    if rounds[0] not in moves:  # [k_src] -> slice out my own new shard -> [k_dst]
         received = _piece(x, [(t, offsets) for _, t, offsets in rounds[0]], mesh.size, me, local)
-    for sends in moving(rounds):
+    for sends in moves:
         # [k_src] -> slice out what my target this round needs -> [k_dst] -> ppermute -> [k_dst]
         piece = _piece(x, [(source, offsets) for source, _, offsets in sends], mesh.size, me, local)
         got = jax.lax.ppermute(piece, mesh.axis_names, [(s, t) for s, t, _ in sends])

@@ -24,29 +24,18 @@ def permute_rounds(src: Sharding, dst: Sharding, shape) -> list[list[tuple[int, 
     and each device sends at most once a round. A device holding its own keeps it (source =
     target, in round 0); the others are spread over the holders of their src shard, those
     not keeping their own first. A shard of padding only gets nothing (it is never read)."""
-    ndim, mesh = len(shape), src.mesh
-    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
-    holders: dict[tuple, list[int]] = {}
-    for dev in range(mesh.size):
-        holders.setdefault(tuple(src.shard_index(dev, d) for d in range(ndim)), []).append(dev)
-    rounds: list[list[tuple[int, int, tuple]]] = [[]]
-    away, load = [], {}
-    for dev in range(mesh.size):
-        start = [dst.shard_index(dev, d) * wanted[d] for d in range(ndim)]
-        if all(i < n for i, n in zip(start, shape, strict=True)):
-            chunk = tuple(i // k for i, k in zip(start, held, strict=True))
-            offsets = tuple(i % k for i, k in zip(start, held, strict=True))
-            if dev in holders[chunk]:
-                rounds[0].append((dev, dev, offsets))
-                load[dev] = 1
-            else:
-                away.append((dev, chunk, offsets))
-    for dev, chunk, offsets in away:
-        source = min(holders[chunk], key=lambda h: (load.get(h, 0), h))
+    hold, asked, offsets, valid = _asks(src, dst, shape)
+    holders: dict[int, list[int]] = {}
+    for dev, key in enumerate(hold.tolist()):
+        holders.setdefault(key, []).append(dev)
+    load = {int(dev): 1 for dev in np.flatnonzero(valid & (asked == hold))}
+    rounds = [[(dev, dev, tuple(offsets[:, dev].tolist())) for dev in load]]
+    for dev in np.flatnonzero(valid & (asked != hold)).tolist():
+        source = min(holders[int(asked[dev])], key=lambda h: (load.get(h, 0), h))
         r = load.get(source, 0)
         load[source] = r + 1
         rounds.extend([] for _ in range(r + 1 - len(rounds)))
-        rounds[r].append((source, dev, offsets))
+        rounds[r].append((source, dev, tuple(offsets[:, dev].tolist())))
     return rounds
 
 
@@ -60,19 +49,11 @@ def round_count(src: Sharding, dst: Sharding, shape) -> int:
     64x64 mesh has 4096): per src shard c, H holders, K of them keeping their own, A other
     askers. Round 0 has a piece leave where some A > 0 meets a holder not keeping its own;
     the most loaded holders of c then send in rounds up to ceil((A + K) / H) - 1."""
-    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
-    hold = _block_index(src, len(shape))
-    start = _block_index(dst, len(shape)) * np.array(wanted)[:, None]
-    valid = np.all(start < np.array(shape)[:, None], axis=0)
-    shards = [src.dim_shards(d) for d in range(len(shape))]
-    keys = np.ravel_multi_index(tuple(hold), shards)
-    size = np.maximum(np.array(held), 1)[:, None]  # a dim of 0 elements: shards of 0
-    want = np.minimum(start // size, np.array(shards)[:, None] - 1)
-    asked = np.ravel_multi_index(tuple(want), shards)  # (clipped where only padding is wanted)
-    total = math.prod(shards)
-    holders = np.bincount(keys, minlength=total)
+    hold, asked, _, valid = _asks(src, dst, shape)
+    total = math.prod(src.dim_shards(d) for d in range(len(shape)))
+    holders = np.bincount(hold, minlength=total)
     askers = np.bincount(asked[valid], minlength=total)
-    keeping = np.bincount(asked[valid & (asked == keys)], minlength=total)
+    keeping = np.bincount(asked[valid & (asked == hold)], minlength=total)
     away = askers - keeping
     busy = away > 0
     if not busy.any():
@@ -80,6 +61,20 @@ def round_count(src: Sharding, dst: Sharding, shape) -> int:
     first = bool(np.any(holders[busy] > keeping[busy]))
     last = int(np.max(-(-(away[busy] + keeping[busy]) // holders[busy])))
     return int(first) + max(0, last - 1)
+
+
+def _asks(src: Sharding, dst: Sharding, shape):
+    """Per device (arrays over device ids): the src shard it holds and the one its dst shard
+    lies in (flat indices over src's shards), the offsets of its dst shard in that one's
+    buffer ([ndim, devices]), and whether its dst shard holds any data."""
+    held, wanted = src.shard_shape(shape), dst.shard_shape(shape)
+    start = _block_index(dst, len(shape)) * np.array(wanted)[:, None]
+    valid = np.all(start < np.array(shape)[:, None], axis=0)
+    shards = [src.dim_shards(d) for d in range(len(shape))]
+    size = np.maximum(np.array(held), 1)[:, None]  # a dim of 0 elements: shards of 0
+    want = np.minimum(start // size, np.array(shards)[:, None] - 1)  # (clipped: padding only)
+    hold = np.ravel_multi_index(tuple(_block_index(src, len(shape))), shards)
+    return hold, np.ravel_multi_index(tuple(want), shards), start % size, valid
 
 
 def _block_index(sharding: Sharding, ndim: int) -> np.ndarray:
