@@ -204,9 +204,11 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     """Peak of live buffers: a buffer lives from its write to its last read (inputs, which
     the caller keeps, and outputs: throughout), an annotation's result being its operand's
     buffer (`_aliases`), and a collective's staging copy while it runs (`staging_bytes`); a
-    loop or branch adds its own inner peak while it runs, and leaves results as large as the
-    buffers its body hands back."""
+    reshard of what is ready at the start runs first (`_in_issue_order`); a loop or branch
+    adds its own inner peak while it runs, and leaves results as large as the buffers its
+    body hands back."""
     alias = _aliases(instructions)
+    instructions = _in_issue_order(instructions, alias)
     last = {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
     for i, ins in enumerate(instructions):
         for buffer in {alias.get(n, n) for n in buffers_read(ins)}:
@@ -229,6 +231,21 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
         for name in [n for n in live if last.get(n, -1) <= i]:
             del live[name]
     return peak
+
+
+def _in_issue_order(instructions, alias: dict[str, str]) -> list:
+    """`instructions` with the reshards whose sources are ready when they start (inputs, a
+    loop's constants and per-trip slices, or such a reshard's result) moved to the front:
+    XLA:CPU's scheduler issues those collectives first, so their results live from the start
+    (a weight gathered for a loop body's last matmul is held through its attention)."""
+    made = {alias.get(n, n) for ins in instructions for n in _written(ins)}
+    early, rest = [], []
+    for ins in instructions:
+        ready = isinstance(ins, Reshard) and alias.get(ins.src, ins.src) not in made
+        (early if ready else rest).append(ins)
+        if ready:
+            made.discard(ins.dst)
+    return early + rest
 
 
 def plan_cost(spmd, chip: ChipCost | None) -> PlanCost:
