@@ -686,6 +686,20 @@ def test_a_reshard_of_two_collectives_holds_the_first_result_while_the_second_ru
     )
 
 
+def test_a_reshard_result_is_not_held_before_its_last_collective_runs():
+    mesh = gv.Mesh({"x": 2, "y": 4})
+    src, dst = gv.Sharding(mesh, (("x", "y"), None)), gv.Sharding(mesh, (None, "y"))
+    plan = reshard_plan(src, dst, (64, 32), np.float32)
+    assert [s.kind for s in plan.steps if s.collective] == ["all-to-all", "all-gather"]
+    source = moved = chunks = 4 * 8 * 32  # [8, 32] local, as each step leaves it
+    result = 4 * 64 * 8  # [64, 32@y]
+    ins = Reshard(Value(0, (64, 32), np.dtype("float32"), "a"), "a", "b", plan, None)
+    # the all-to-all holds the source, its chunks and the moved piece; the gather then holds
+    # the source, the moved piece and the result: the larger of the two
+    peak = max(source + chunks + moved, source + moved + result)
+    assert plan_record.peak_bytes({"a": source}, [ins], ["b"]) == peak
+
+
 def test_a_reshard_of_an_input_is_issued_first_and_held_from_the_start():
     mesh = gv.Mesh({"x": 2})
     split, whole = gv.Sharding(mesh, ("x",)), gv.Sharding(mesh, (None,))

@@ -191,12 +191,18 @@ def _staged(c) -> int:
 def _chain_bytes(plan) -> int:
     """What a reshard holds while it runs beside its source and its result: each collective's
     staging copy, and between two collectives the first one's result, live while the second
-    runs (a free slice after the last is read in place by the reader)."""
+    runs (a free slice after the last is read in place by the reader). The result is made by
+    the last collective: while an earlier one runs it does not exist yet."""
     moves = [s for s in plan.steps if s.collective is not None]
     between = [s.after.shard_bytes(plan.shape, plan.dtype) for s in moves[:-1]]
     held = [0, *between, 0]
+    result = plan.dst.shard_bytes(plan.shape, plan.dtype)
     return max(
-        (held[i] + held[i + 1] + _staged(s.collective) for i, s in enumerate(moves)), default=0
+        (
+            held[i] + held[i + 1] + _staged(s.collective) - (result if i < len(moves) - 1 else 0)
+            for i, s in enumerate(moves)
+        ),
+        default=0,
     )
 
 
