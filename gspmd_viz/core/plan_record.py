@@ -240,10 +240,10 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
 
 
 def _in_issue_order(instructions, alias: dict[str, str]) -> list:
-    """`instructions` with the reshards whose sources are ready when they start (inputs, a
-    loop's constants and per-trip slices, or such a reshard's result) moved to the front:
-    XLA:CPU's scheduler issues those collectives first, so their results live from the start
-    (a weight gathered for a loop body's last matmul is held through its attention)."""
+    """`instructions` with the reshards whose sources are ready when they start (inputs; in a
+    loop body its carries, constants and per-trip slices; or such a reshard's result) moved to
+    the front: XLA:CPU's scheduler issues those collectives first, so their results live from
+    the start (a weight gathered for a loop body's last matmul is held through its attention)."""
     made = {alias.get(n, n) for ins in instructions for n in _written(ins)}
     early, rest = [], []
     for ins in instructions:
