@@ -21,6 +21,7 @@ from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.spmd import Const, Reshard
+from gspmd_viz.core.spmd_regions import RunLoop
 from gspmd_viz.core.values import Literal, Value
 from gspmd_viz.partition_on_chip import chip_cost
 from tests.test_partition import assert_unpartitioned
@@ -727,6 +728,25 @@ def test_a_reshard_of_an_input_is_issued_first_and_held_from_the_start():
     # in program order the gathered b would come after c died (a + c + d at most); issued
     # first, as XLA:CPU schedules a collective of an input, b is live while c and d are made
     assert plan_record.peak_bytes({"a": a}, instructions, ["b", "d"]) == a + b + c + d
+
+
+def test_a_reshard_of_a_loop_result_runs_after_the_loop():
+    mesh = gv.Mesh({"x": 2})
+    split, whole = gv.Sharding(mesh, ("x",)), gv.Sharding(mesh, (None,))
+    f32 = np.dtype("float32")
+
+    def move(src, dst, sharding_from, sharding_to):
+        plan = reshard_plan(sharding_from, sharding_to, (64,), f32)
+        return Reshard(Value(0, (64,), f32, src), src, dst, plan, None)
+
+    temp = Const("c", Literal(np.zeros(256, f32), (256,), f32))  # 1 KiB, the body's peak
+    body = (temp, move("p", "q", split, whole))
+    loop = RunLoop(None, ("a",), (), ("p",), (), body, ("q",), (), ("h",), (), (whole,))
+    a, h, g, c = 4 * 32, 4 * 64, 4 * 32, 4 * 256
+    # the loop's result h is made by the loop, so its slice g runs after it: the body's 1 KiB
+    # sits beside a alone (g held from the start would add 128 B to it)
+    peak = plan_record.peak_bytes({"a": a}, [loop, move("h", "g", whole, split)], ["g"])
+    assert peak == max(a + c, a + h + g)
 
 
 def test_an_annotation_holds_no_buffer_of_its_own():
