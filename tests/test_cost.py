@@ -713,17 +713,20 @@ def test_a_reshard_result_is_not_held_before_its_last_collective_runs():
     assert plan_record.peak_bytes({"a": source}, [ins], ["b"]) == peak
 
 
+_MESH_X2 = gv.Mesh({"x": 2})
+SPLIT, WHOLE = gv.Sharding(_MESH_X2, ("x",)), gv.Sharding(_MESH_X2, (None,))  # f32[64] on x=2
+F32 = np.dtype("float32")
+
+
+def _move(src: str, dst: str, before, after) -> Reshard:
+    """Reshard buffer src (an f32[64]) from sharding `before` to `after` into buffer dst."""
+    plan = reshard_plan(before, after, (64,), F32)
+    return Reshard(Value(0, (64,), F32, src), src, dst, plan, None)
+
+
 def test_a_reshard_of_an_input_is_issued_first_and_held_from_the_start():
-    mesh = gv.Mesh({"x": 2})
-    split, whole = gv.Sharding(mesh, ("x",)), gv.Sharding(mesh, (None,))
-    f32 = np.dtype("float32")
-
-    def move(src, dst, sharding_from, sharding_to):
-        plan = reshard_plan(sharding_from, sharding_to, (64,), f32)
-        return Reshard(Value(0, (64,), f32, src), src, dst, plan, None)
-
-    made = Const("c", Literal(np.zeros(64, f32), (64,), f32))  # 256 B, made mid-program
-    instructions = [made, move("c", "d", whole, split), move("a", "b", split, whole)]
+    made = Const("c", Literal(np.zeros(64, F32), (64,), F32))  # 256 B, made mid-program
+    instructions = [made, _move("c", "d", WHOLE, SPLIT), _move("a", "b", SPLIT, WHOLE)]
     a, b, c, d = 4 * 32, 4 * 64, 4 * 64, 4 * 32
     # in program order the gathered b would come after c died (a + c + d at most); issued
     # first, as XLA:CPU schedules a collective of an input, b is live while c and d are made
@@ -731,21 +734,13 @@ def test_a_reshard_of_an_input_is_issued_first_and_held_from_the_start():
 
 
 def test_a_reshard_of_a_loop_result_runs_after_the_loop():
-    mesh = gv.Mesh({"x": 2})
-    split, whole = gv.Sharding(mesh, ("x",)), gv.Sharding(mesh, (None,))
-    f32 = np.dtype("float32")
-
-    def move(src, dst, sharding_from, sharding_to):
-        plan = reshard_plan(sharding_from, sharding_to, (64,), f32)
-        return Reshard(Value(0, (64,), f32, src), src, dst, plan, None)
-
-    temp = Const("c", Literal(np.zeros(256, f32), (256,), f32))  # 1 KiB, the body's peak
-    body = (temp, move("p", "q", split, whole))
-    loop = RunLoop(None, ("a",), (), ("p",), (), body, ("q",), (), ("h",), (), (whole,))
+    temp = Const("c", Literal(np.zeros(256, F32), (256,), F32))  # 1 KiB, the body's peak
+    body = (temp, _move("p", "q", SPLIT, WHOLE))
+    loop = RunLoop(None, ("a",), (), ("p",), (), body, ("q",), (), ("h",), (), (WHOLE,))
     a, h, g, c = 4 * 32, 4 * 64, 4 * 32, 4 * 256
     # the loop's result h is made by the loop, so its slice g runs after it: the body's 1 KiB
     # sits beside a alone (g held from the start would add 128 B to it)
-    peak = plan_record.peak_bytes({"a": a}, [loop, move("h", "g", whole, split)], ["g"])
+    peak = plan_record.peak_bytes({"a": a}, [loop, _move("h", "g", WHOLE, SPLIT)], ["g"])
     assert peak == max(a + c, a + h + g)
 
 
