@@ -156,6 +156,24 @@ def test_sharing_may_do_more_flops_than_the_plain_plan_within_xlas(spread, kept)
         assert plans["spread"].notes[-1].endswith(within)
 
 
+@pytest.mark.parametrize(
+    "every_trip, kept",
+    [
+        ((100, 100, 90), "every_trip"),  # the same bytes and FLOPs in 10% less memory
+        ((100, 100, 91), "kept"),  # in under 10% less memory
+        ((105, 105, 90), "every_trip"),  # 5% more bytes and FLOPs: within the slack
+        ((106, 100, 50), "kept"),  # over 5% more bytes, however little memory
+        ((100, 106, 50), "kept"),  # over 5% more FLOPs
+    ],
+)
+def test_moving_a_loop_constant_every_trip_is_kept_when_it_holds_less(every_trip, kept):
+    """The kept plan moves a loop constant once and holds the moved copy through the loop
+    (100 B, 100 FLOPs, 100 B of memory); `every_trip` prices that move on every trip."""
+    plans = {"kept": _cost(100, 100, 100), "every_trip": _cost(*every_trip)}
+    assert whole_plan.held_less(plans["kept"], plans["every_trip"]) is plans[kept]
+    assert bool(plans["every_trip"].notes) == (kept == "every_trip")
+
+
 # --- the follow plan is XLA's plan --------------------------------------------------------------
 
 # mlp_fori's first matmul reads x[16, 32/y] and w1[32/x, 64]: the operands disagree on the

@@ -33,16 +33,17 @@ from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Resha
 
 
 class Partitioner:
-    """One pass. `follow`: XLA's split everywhere (follow.py); `spread`: idle mesh axes may share
-    an equation's work (split_cost.spread); `departed`: a split not propagation's was chosen."""
+    """One pass. `follow`: XLA's split everywhere (follow.py); `spread`: idle mesh axes share an
+    equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
+    (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
+    constants resharded once, before their loop (regions.hoisted)."""
 
-    def __init__(self, prop, chip=None, follow: bool = False, spread: bool = False):
+    def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
-        self.follow, self.spread, self.departed = follow, spread, False
-        self.sizes, self.notes = prop.mesh.shape, []
+        self.follow, self.spread, self.every_trip = follow, spread, every_trip
+        self.sizes, self.notes, self.departed, self.held = prop.mesh.shape, [], False, 0
         self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
-        self.instructions: list = []
-        self._count: dict[str, int] = {}
+        self.instructions, self._count = [], {}
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
@@ -97,9 +98,10 @@ class Partitioner:
     # --- getting a value into the sharding a consumer needs -------------------------------
     def per_trip(self, v: Value, version: tuple[Sharding, str], target: Sharding) -> float:
         """Bytes to reshard one version of v, per trip of the loop being partitioned: a loop
-        constant's reshard runs once, before the loop (regions.hoisted)."""
+        constant's reshard runs once, before the loop (regions.hoisted); priced so unless
+        `every_trip`."""
         cost = cached_plan(version[0], target, v.shape, v.dtype).wire_bytes
-        if cost and self.trips > 1 and regions.runs_once(self, version[1]):
+        if cost and not self.every_trip and self.trips > 1 and regions.runs_once(self, version[1]):
             return cost / self.trips
         return cost
 
@@ -118,9 +120,6 @@ class Partitioner:
         self.instructions.append(Reshard(v, name, dst, plan, consumer))
         self.versions[v].append((target, dst))
         return dst
-
-    def literal(self, lit: Literal, target: Sharding, consumer: Equation):
-        return lit if not lit.shape or target.is_replicated else self.buffer(lit, target, consumer)
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:

@@ -87,6 +87,7 @@ def hoisted(p, instructions: list, invariant: set[str]) -> tuple:
     kept = []
     for ins in instructions:
         if _moves_out(ins, invariant.__contains__):
+            p.held += ins.plan.wire_bytes if isinstance(ins, Reshard) else 0
             p.instructions.append(ins)
             invariant.update(defines(ins))
         else:

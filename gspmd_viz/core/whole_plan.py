@@ -3,8 +3,11 @@
 XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
 to keep rows split eight ways, say, then moving those rows at every later matmul. With
 `share_idle` (the default), the plan kept is then weighed against the greedy plan in which the
-mesh axes an equation leaves idle share its work (`shared`). Last, a kept plan that sends
-more bytes than XLA's and is slower on the chip too gives way to it (`no_heavier_and_slower`).
+mesh axes an equation leaves idle share its work (`shared`). A kept plan that moves a loop
+constant once, before its loop, holding the moved copy through it, is weighed against the same
+plan with that move priced every trip, as XLA prices it (`held_less`). Last, a kept plan that
+sends more bytes than XLA's and is slower on the chip too gives way to it
+(`no_heavier_and_slower`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.plan_record import with_cost
 from gspmd_viz.units import format_bytes, format_time
 
-__all__ = ["no_heavier_and_slower", "partition", "preferred", "shared"]
+__all__ = ["held_less", "no_heavier_and_slower", "partition", "preferred", "shared"]
 
 CLOSE = 0.05  # the time model is no finer: a follow plan may be this much slower on the chip,
 # and a plan that leaves it (or shares idle work) for the same bytes must save more FLOPs
@@ -26,6 +29,11 @@ _SHARED = (
 )
 _WITHIN = " (more FLOPs for fewer bytes, within the {:,.0f} of propagation's split everywhere)"
 _LEANER = " (in {} peak memory where the plan without sharing holds {})"
+_EVERY_TRIP = (
+    "a loop constant's reshard is priced every trip, as XLA prices it, so the loop moves what "
+    "changes per trip instead: {} on the wire and {} peak memory, where moving the constant once "
+    "and holding it through the loop gave {} and {}"
+)
 _FOLLOWED = (
     "every equation takes propagation's split, as XLA does: {} on the wire and {} peak memory, "
     "where choosing each equation's cheapest split alone gave {} and {}"
@@ -49,14 +57,33 @@ def partition(prop, chip=None, share_idle: bool = True):
         raise TypeError(
             f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
         )
-    greedy = Partitioner(prop, chip)
+    greedy = made_by = Partitioner(prop, chip)
     chosen = follow = with_cost(greedy.run(), chip)
     if greedy.departed:
         follow = with_cost(Partitioner(prop, chip, follow=True).run(), chip)
         chosen = preferred(chosen, follow)
     if share_idle:
-        chosen = shared(chosen, with_cost(Partitioner(prop, chip, spread=True).run(), chip), follow)
+        spreader = Partitioner(prop, chip, spread=True)
+        spread = with_cost(spreader.run(), chip)
+        chosen = shared(chosen, spread, follow)
+        made_by = spreader if chosen is spread else greedy
+    if chosen is not follow and made_by.held:
+        every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True)
+        chosen = held_less(chosen, with_cost(every_trip.run(), chip))
     return no_heavier_and_slower(chosen, follow)
+
+
+def held_less(kept, every_trip):
+    """`every_trip` (the plan that prices a loop constant's reshard every trip, so moves what
+    changes per trip rather than hold a moved copy of the constant through the loop) when it
+    holds ROOM less peak memory for at most SLACK more wire bytes and FLOPs (`_leaner`); else
+    `kept`. A moved weight costs its bytes once but its memory for the whole loop."""
+    if not _leaner(every_trip.cost, kept.cost):
+        return kept
+    a, b = kept.cost, every_trip.cost
+    sizes = (b.wire_bytes, b.peak_bytes, a.wire_bytes, a.peak_bytes)
+    every_trip.notes += (_EVERY_TRIP.format(*map(format_bytes, sizes)),)
+    return every_trip
 
 
 def no_heavier_and_slower(kept, follow):
@@ -88,10 +115,7 @@ def shared(plain, spread, follow=None):
     less_work = _fewer((b.wire_bytes, b.flops), (a.wire_bytes, a.flops))
     less_work = less_work and b.peak_bytes <= (1 + ROOM) * a.peak_bytes
     less_work = less_work and (b.wire_bytes < a.wire_bytes or _saves_flops(b, a))
-    leaner = (1 + ROOM) * b.peak_bytes <= a.peak_bytes and all(
-        ours <= (1 + SLACK) * theirs
-        for ours, theirs in ((b.wire_bytes, a.wire_bytes), (b.flops, a.flops))
-    )
+    leaner = _leaner(b, a)
     lighter = b.wire_bytes < a.wire_bytes and b.peak_bytes <= a.peak_bytes and b.flops <= ceiling
     if not (less_work or leaner or lighter):
         return plain
@@ -102,6 +126,15 @@ def shared(plain, spread, follow=None):
         note += _LEANER.format(format_bytes(b.peak_bytes), format_bytes(a.peak_bytes))
     spread.notes += (note,)
     return spread
+
+
+def _leaner(plan, than) -> bool:
+    """Whether PlanCost `plan` holds ROOM less peak memory than `than` for at most SLACK more
+    wire bytes and FLOPs."""
+    return (1 + ROOM) * plan.peak_bytes <= than.peak_bytes and all(
+        ours <= (1 + SLACK) * theirs
+        for ours, theirs in ((plan.wire_bytes, than.wire_bytes), (plan.flops, than.flops))
+    )
 
 
 def _fewer(ours: tuple, theirs: tuple) -> bool:
