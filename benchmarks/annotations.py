@@ -6,9 +6,11 @@ draw over a bound ("dominated": at or over XLA on all three), then the count per
 
     PYTHONPATH=$PWD python benchmarks/annotations.py --seed 1 --tries 320 [--part 0/2] [--plans]
 
-`--plans` also compiles each of gv.partition's three whole plans (greedy, follow: XLA's split
-everywhere, spread: idle devices share the work) and counts the draws each is within all bounds
-on: how close the follow plan is to XLA's own, and how many draws a better choice could mend.
+`--plans` also compiles each of gv.partition's three main whole plans (greedy, follow: XLA's
+split everywhere, spread: idle devices share the work; not the fourth, built only where the kept
+plan holds a moved loop constant through its loop) and counts the draws each is within all
+bounds on: how close the follow plan is to XLA's own, and how many draws a better choice could
+mend.
 Two processes (`--part 0/2`, `--part 1/2`) split the draws; seed 1 with 320 tries gives the 307
 distinct draws the issue notes count.
 """

@@ -8,7 +8,7 @@
    estimated step time on tpu-v3 of our plan / the plan chosen by wire bytes alone (the chooser
    before issue 11), with each plan's FLOPs, bytes and peak memory per device.
 3. Partition time on a 64x64 mesh / on a 2x4 mesh (symbolic; goal <= 1.2): one plan (the
-   greedy planner's run), and gv.partition's whole choice, which builds two or three plans (on
+   greedy planner's run), and gv.partition's whole choice, which builds two to four plans (on
    64x64 every toy dim is split over more devices than it has elements, so the greedy plan
    departs from propagation's and the follow plan is built as well).
 

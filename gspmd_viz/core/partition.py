@@ -11,7 +11,7 @@ Per equation, from the propagated shardings and the equation's factor rule:
      an all-reduce right away. need_replication / permutation factors stay whole; a split
      windowed factor (convolution, pooling) first exchanges its operand's halos with
      collective-permutes (halo_exchange.py), unless its windows tile the dim exactly.
-Symbolic (no devices: 4096-device meshes work). Entry: whole_plan.partition (two whole plans).
+Symbolic (no devices: 4096-device meshes work). Entry: whole_plan.partition (up to four plans).
 # XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
 """
 

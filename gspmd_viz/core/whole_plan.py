@@ -1,4 +1,4 @@
-"""`partition(prop)`: three whole plans, one kept. Each equation choosing its cheapest split
+"""`partition(prop)`: up to four whole plans, one kept. Each equation choosing its cheapest split
 (greedy, one equation at a time) against every equation taking propagation's split, the plan
 XLA's partitioner emits. A greedy choice can cost more later than it saves: gathering a weight
 to keep rows split eight ways, say, then moving those rows at every later matmul. With
