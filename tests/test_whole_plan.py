@@ -239,3 +239,10 @@ def test_follow_splits_a_disputed_factor_as_the_largest_operand_does(specs):
 def test_the_follow_plan_partitions_random_annotations_exactly(ex):
     follow, _ = _follow(ex)
     assert_unpartitioned(follow.run(), *ex.args)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(annotated(("mlp_fori", "mlp_while", "transformer_scan")))
+def test_the_plan_pricing_loop_constants_every_trip_partitions_random_loops_exactly(ex):
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    assert_unpartitioned(Partitioner(prop, every_trip=True).run(), *ex.args)
