@@ -796,7 +796,7 @@ def _collective(kind, shape, dims):
     ],
 )
 def test_a_collective_that_moves_pieces_stages_a_copy(kind, shape, dims, staged):
-    ins = SimpleNamespace(collectives=[_collective(kind, shape, dims)])
+    ins = SimpleNamespace(collectives=[_collective(kind, shape, dims)], dst=None)  # writes nothing
     assert plan_record.staging_bytes(ins) == staged
     # while it runs, its copy sits beside the live inputs (10 + 6 bytes)
     assert plan_record.peak_bytes({"a": 10, "b": 6}, [ins], ["a"]) == 16 + staged

@@ -15,7 +15,7 @@ from gspmd_viz.core.reduce_combine import ArgCombine
 from gspmd_viz.core.registry import entry_for, point_flops, rule_for
 from gspmd_viz.core.split_cost import ChipCost
 from gspmd_viz.core.spmd import Combine, Compute, Const, Halo, MoveBlocks, Reshard
-from gspmd_viz.core.spmd_regions import RunCond, RunLoop
+from gspmd_viz.core.spmd_regions import RunCond, RunLoop, defines
 from gspmd_viz.units import format_bytes, format_time
 
 
@@ -107,7 +107,7 @@ def fused_again_flops(instructions) -> float:
     read by a sum and an all-to-all: 3 FLOPs an element, twice; XLA:CPU's cost analysis counts
     both). A value read once is made once, inside the slicing."""
     alias = _aliases(instructions)
-    writer = {n: ins for ins in instructions for n in _written(ins)}
+    writer = {n: ins for ins in instructions for n in defines(ins)}
     readers = collections.Counter(
         alias.get(n, n) for ins in instructions for n in buffers_read(ins)
     )
@@ -298,8 +298,7 @@ def _in_issue_order(instructions, alias: dict[str, str]) -> list:
     loop body its carries, constants and per-trip slices; or such a reshard's result) moved to
     the front: XLA:CPU's scheduler issues those collectives first, so their results live from
     the start (a weight gathered for a loop body's last matmul is held through its attention)."""
-    regions = RunLoop | RunCond  # their results are sized from the body, not by _written
-    made = {n for i in instructions for n in (i.outs if isinstance(i, regions) else _written(i))}
+    made = {n for ins in instructions for n in defines(ins)}
     early, rest = [], []
     for ins in instructions:
         ready = isinstance(ins, Reshard) and alias.get(ins.src, ins.src) not in made
