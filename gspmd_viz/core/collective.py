@@ -11,6 +11,7 @@ S the per-device operand size in bytes:
 """
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,7 +68,7 @@ class Collective:
 
     @property
     def operand_bytes(self) -> int:
-        return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
+        return self.dtype.itemsize * int(math.prod(self.shape))
 
     @property
     def wire_bytes(self) -> float:

@@ -4,6 +4,7 @@ The mesh needs no devices until something runs on it, so meshes of 4096+ devices
 symbolic propagation, partitioning and display.
 """
 
+import math
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 
@@ -41,7 +42,7 @@ class Mesh:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.sizes))
+        return int(math.prod(self.sizes))
 
     def axis_size(self, name: str) -> int:
         self.check_axis(name)

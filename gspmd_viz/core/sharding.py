@@ -4,6 +4,7 @@ Everything else is a derived view: PartitionSpec, GSPMD dims_mapping, HloShardin
 (the codec is hlo.py), the tile-assignment array, per-device slices and bytes.
 """
 
+import math
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 
@@ -106,7 +107,7 @@ class Sharding:
         return self.spec[dim] if dim < len(self.spec) else ()
 
     def dim_shards(self, dim: int) -> int:
-        return int(np.prod([self.mesh.axis_size(a) for a in self.dim_axes(dim)], dtype=int))
+        return math.prod(self.mesh.axis_size(a) for a in self.dim_axes(dim))
 
     @property
     def tiled_axes(self) -> tuple[str, ...]:
@@ -172,13 +173,13 @@ class Sharding:
         """Bytes of real (unpadded) data each device holds."""
         itemsize = as_dtype(dtype).itemsize
         return {
-            d: itemsize * int(np.prod([s.stop - s.start for s in slices], dtype=int))
+            d: itemsize * math.prod(s.stop - s.start for s in slices)
             for d, slices in self.device_slices(shape).items()
         }
 
     def shard_bytes(self, shape: Sequence[int], dtype) -> int:
         """Bytes of one padded local shard (what each device allocates)."""
-        return as_dtype(dtype).itemsize * int(np.prod(self.shard_shape(shape), dtype=int))
+        return as_dtype(dtype).itemsize * math.prod(self.shard_shape(shape))
 
     def replica_groups(self) -> list[list[int]]:
         """Groups of devices holding the same data (one group per shard), sorted."""
