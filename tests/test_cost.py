@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import gspmd_viz as gv
 from gspmd_viz import examples, xla_cost
-from gspmd_viz.core import plan_record, split_cost
+from gspmd_viz.core import plan_record, split_cost, staging
 from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.partition import Partitioner
 from gspmd_viz.core.reshard import reshard_plan
@@ -700,7 +700,7 @@ def test_a_reshard_of_two_collectives_holds_the_first_result_while_the_second_ru
     assert [s.kind for s in plan.steps] == ["all-gather", "all-to-all"]
     gathered = 4 * 64 * 8  # [32, 8] -> all-gather(x) -> [64, 8], then sent in chunks
     ins = Reshard(Value(0, (64, 32), np.dtype("float32"), "a"), "a", "b", plan, None)
-    assert plan_record.staging_bytes(ins) == gathered + gathered  # the result, its chunks
+    assert staging.staging_bytes(ins) == gathered + gathered  # the result, its chunks
     assert plan_record.peak_bytes({"a": 4 * 32 * 8}, [ins], ["b"]) == (
         4 * 32 * 8 + 2 * gathered + 4 * 16 * 32  # the source, both, and the result
     )
@@ -797,6 +797,6 @@ def _collective(kind, shape, dims):
 )
 def test_a_collective_that_moves_pieces_stages_a_copy(kind, shape, dims, staged):
     ins = SimpleNamespace(collectives=[_collective(kind, shape, dims)], dst=None)  # writes nothing
-    assert plan_record.staging_bytes(ins) == staged
+    assert staging.staging_bytes(ins) == staged
     # while it runs, its copy sits beside the live inputs (10 + 6 bytes)
     assert plan_record.peak_bytes({"a": 10, "b": 6}, [ins], ["a"]) == 16 + staged
