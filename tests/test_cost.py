@@ -723,6 +723,26 @@ def test_elementwise_work_a_slicing_move_fuses_again_is_counted():
     assert abs(spmd.cost.flops - measured) <= 0.01 * measured, measured
 
 
+@pytest.mark.parametrize("axes, peers", [("x", 2), ("y", 4), (("x", "y"), 8)])
+def test_elementwise_work_an_all_to_all_reads_alone_is_counted_once_per_peer(axes, peers):
+    """XLA:CPU sends an all-to-all's chunks from one slice each, and fuses the ops that made
+    the operand into every slice: a * a + a (2 FLOPs an element), read by the all-to-all
+    alone, is computed once per peer, at the operand's whole local shape."""
+    mesh = gv.Mesh({"x": 2, "y": 4})
+
+    def f(a):
+        a = gv.mesh_split(a, mesh, (axes, None))
+        return gv.mesh_split(a * a + a, mesh, (None, axes))
+
+    x = np.random.default_rng(0).normal(size=(16, 32)).astype(np.float32)
+    spmd = gv.partition(gv.propagate(gv.trace(f, x)))
+    (move,) = [ins for ins in spmd.instructions if isinstance(ins, Reshard)]
+    assert [s.kind for s in move.plan.steps] == ["all-to-all"]
+    local = 16 * 32 // peers
+    assert spmd.cost.flops == 2 * local * peers
+    assert spmd.cost.flops == xla_cost.ours(spmd, (x,)).flops  # XLA's count, compiled
+
+
 def test_a_reshard_result_is_not_held_before_its_last_collective_runs():
     mesh = gv.Mesh({"x": 2, "y": 4})
     src, dst = gv.Sharding(mesh, (("x", "y"), None)), gv.Sharding(mesh, (None, "y"))

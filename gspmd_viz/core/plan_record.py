@@ -102,11 +102,12 @@ SLICING_MOVES = ("slice", "all-to-all", "collective-permute")
 
 
 def fused_again_flops(instructions) -> float:
-    """FLOPs spent again where a reshard slices a value other instructions read too: XLA
-    fuses the elementwise ops that made the value into the slicing and recomputes them for
-    each element it reads, while the other readers compute them as well (`jnp.tanh(a) * 2 + 1`
-    read by a sum and an all-to-all: 3 FLOPs an element, twice; XLA:CPU's cost analysis counts
-    both). A value read once is made once, inside the slicing."""
+    """FLOPs spent again where a reshard slices a value: XLA fuses the elementwise ops that
+    made the value into the slicing and recomputes them for each element it reads. A value
+    other instructions read too is computed for them as well (`jnp.tanh(a) * 2 + 1` read by a
+    sum and an all-to-all: 3 FLOPs an element, twice; XLA:CPU's cost analysis counts both).
+    A value read once is made inside the slicing, once; but an all-to-all slices its operand
+    once per peer, and each slice computes it (`_times_made_again`)."""
     alias = _aliases(instructions)
     writer = {n: ins for ins in instructions for n in defines(ins)}
     readers = collections.Counter(
@@ -117,12 +118,24 @@ def fused_again_flops(instructions) -> float:
     for ins in instructions:
         step = ins.plan.steps[0] if isinstance(ins, Reshard) and ins.plan.steps else None
         src = alias.get(ins.src, ins.src) if step else None
-        if step is None or step.kind not in SLICING_MOVES or readers[src] < 2:
+        times = _times_made_again(step, readers[src]) if step else 0
+        if not times:
             continue
         read = step.before if step.kind == "all-to-all" else step.after
         per_element = _chain_flops(src, writer, alias, memo)
-        total += per_element * math.prod(read.shard_shape(ins.value.shape))
+        total += per_element * math.prod(read.shard_shape(ins.value.shape)) * times
     return total
+
+
+def _times_made_again(step, readers: int) -> int:
+    """How many more times than once the value a reshard's first step reads is computed: once
+    more by a slicing move when other instructions read the value too; by an all-to-all over
+    n devices read alone, n - 1 more (one slice per peer)."""
+    if step.kind not in SLICING_MOVES:
+        return 0
+    if readers >= 2:
+        return 1
+    return step.collective.group_size - 1 if step.kind == "all-to-all" else 0
 
 
 def _chain_flops(name: str, writer: dict, alias: dict, memo: dict) -> float:
