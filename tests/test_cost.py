@@ -369,7 +369,9 @@ WHOLE_PLAN_FOUND = [
     ),
     (  # sharing moves the router's one-hot chain by small all-to-alls and slices, and XLA
         # fuses the chain into each of them as well (fused_again_flops): 1.056x XLA's FLOPs
-        # where the plain plan does 1.008x, until the estimate counted that work
+        # where the plain plan does 1.008x, until the estimate counted that work, and (since
+        # the plain plan permutes the chain's result too) the chain made in every slice an
+        # all-to-all sends
         "moe",
         {
             "x": None,

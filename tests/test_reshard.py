@@ -172,6 +172,22 @@ def test_an_axis_is_swapped_for_an_equal_free_one_before_gathering():
     assert plan.wire_bytes == 96
 
 
+def test_a_dim_moved_to_fewer_devices_of_another_axis_gathers_only_the_old_axis():
+    """f32[64@y, 32] -> [64@x, 32] on 2x4 (a table the lookup holds over y, read by a matmul
+    over x): we gathered y (3 x 2 KiB) and sliced. Over (x, y), each device's 8 rows lie
+    inside one y block: its holder sends them (1 KiB), then y is gathered (3 x 1 KiB). XLA
+    sends the same 4 KiB (a collective-permute, then an all-gather over pairs)."""
+    src, dst = S("y", None), S("x", None)
+    x = np.arange(64 * 32, dtype=np.int32).reshape(64, 32)
+    plan = run(src, dst, x, np.random.default_rng(9))
+    assert [s.kind for s in plan.steps] == ["collective-permute", "all-gather"]
+    assert plan.wire_bytes == 4 * (8 * 32 + 3 * 8 * 32)
+    theirs = gv.xla.collectives(
+        lambda h: h, x, mesh=MESH, in_shardings=(src,), out_shardings=(dst,)
+    )
+    assert plan.wire_bytes <= sum(c.wire_bytes for c in theirs)
+
+
 @pytest.mark.parametrize("shape", [(6, 5), (8, 8)])
 def test_axes_moved_to_another_dim_in_another_order_are_not_gathered(shape):
     """f32[6, 5@(y,x)] -> [6@(x,y), 5] on Mesh(x=4, y=2, w=1) (found by benchmarks/fuzz.py):
@@ -210,13 +226,14 @@ def test_uneven_blocks_that_do_not_nest_are_sent_by_their_holder_in_rounds():
 def test_a_dim_split_over_more_devices_than_elements_is_moved_off_its_padding_first():
     """f32[4, 4, 4@(x,y), 32] -> [4, 4, 4, 32@x] (a moe draw's spread plan): 4 elements over
     8 devices leave the devices at x = 1 only padding. Gathering (x, y) brings all eight
-    blocks (7 x 2 KiB). The same blocks over y alone are one permute away (the holders at
-    x = 0 send theirs to x = 1, 2 KiB); then y is gathered (3 x 1 KiB)."""
+    blocks (7 x 2 KiB). Over y, with the last dim over x, each device's new block lies inside
+    one holder's: one permute (the holders at x = 0 send each x device its half, 1 KiB), then
+    y is gathered (3 x 1 KiB)."""
     src, dst = S(None, None, ("x", "y"), None), S(None, None, None, "x")
     x = np.arange(4 * 4 * 4 * 32, dtype=np.int32).reshape(4, 4, 4, 32)
     plan = run(src, dst, x, np.random.default_rng(8))
-    assert [s.kind for s in plan.steps] == ["collective-permute", "slice", "all-gather"]
-    assert plan.wire_bytes == 4 * (4 * 4 * 32 + 3 * 4 * 4 * 16)
+    assert [s.kind for s in plan.steps] == ["collective-permute", "all-gather"]
+    assert plan.wire_bytes == 4 * (4 * 4 * 16 + 3 * 4 * 4 * 16)
     theirs = gv.xla.collectives(
         lambda h: h, x, mesh=MESH, in_shardings=(src,), out_shardings=(dst,)
     )

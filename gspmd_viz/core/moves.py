@@ -158,13 +158,15 @@ class Mover:
     def permutes(self, state, dst):
         """Straight to dst when every dst shard lies inside one src shard: the holder slices it
         out and sends it (same tiling in another device order has nothing to slice). Or, on the
-        way, reorder each dim's axes so those dst keeps there come first: then only the minor
-        axes need gathering (# XLA: reshard by collective-permute before an all-gather)."""
+        way, reorder each dim's axes so those dst keeps there come first, or put dst's axes
+        first and the src axes it drops after them (`_goal_major`): then only the minor axes
+        need gathering (# XLA: reshard by collective-permute before an all-gather)."""
         spec, unreduced = state
         if unreduced or dst.unreduced:
             return
         goal = state_key(dst, len(self.shape))[0]
-        targets = (goal, _dst_major(spec, goal), self.relabel(spec, goal), self.on_data(spec))
+        targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
+        targets += (self.relabel(spec, goal), self.on_data(spec))
         for target in dict.fromkeys(targets):
             if target != spec and self.inside(spec, target):
                 yield from self._permute(spec, target)
@@ -260,6 +262,17 @@ def _dst_major(spec, goal):
             lead.append(a)
         out.append(tuple(lead) + tuple(a for a in have if a not in lead))
     return tuple(out)
+
+
+def _goal_major(spec, goal):
+    """goal with each dim's other src axes after its own, minor: a permute to it, then only
+    those are gathered ([64@y] -> [64@x] on 2x4: permute to [64@(x, y)], 1 KiB, gather y,
+    3 KiB, not gather y then slice, 6 KiB; # XLA does the same)."""
+    kept = {a for axes in goal for a in axes}
+    return tuple(
+        want + tuple(a for a in have if a not in kept)
+        for have, want in zip(spec, goal, strict=True)
+    )
 
 
 def _set(spec, dim, axes):
