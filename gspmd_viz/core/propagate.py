@@ -7,6 +7,9 @@ One generic algorithm over the primitive registry (registry.py), with Shardy's o
               it cannot take one a batch or free dim will want); broadcasts only backward
   priority 2  all factors of all ops; broadcasts still only backward
   priority 3  broadcasts forward too ("avoid resharding after a broadcast")
+An elementwise op whose operand has size-1 dims it broadcasts (`x - m[:, None]`) is lowered as
+a broadcast of that operand, then the op: it is pass-through among its other tensors, and that
+operand takes axes as a broadcast's operand does (backward from 1) and gives them at 3.
 Each priority runs to a fixed point as Shardy's rewrite driver does: equations in program order,
 each writing its results, then its operands, and an equation touching a value that just changed
 is visited again at once. Per equation, each factor takes the most specific axes its tensors
@@ -23,13 +26,15 @@ from __future__ import annotations
 
 import math
 
-from gspmd_viz.core.factors import FactorRule
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value
 from gspmd_viz.core.propagation import (
     PRIORITIES,
     Propagation,
     Step,
+    category,
+    eligible,
+    narrow_operands,
     user_annotations,
     with_constrained_producers,
 )
@@ -37,31 +42,6 @@ from gspmd_viz.core.registry import is_known, rule_for
 from gspmd_viz.core.sharding import Sharding
 
 Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
-
-
-def _category(rule: FactorRule, eqn) -> str:
-    """pass-through / broadcast / other, read off the rule (never off the primitive name).
-
-    broadcast: a result factor that no operand has (broadcast_in_dim, iota-like ops);
-    pass-through: only pass factors, and every operand and result has all of them.
-    """
-    ops = [t for v, t in zip(eqn.inputs, rule.operands, strict=True) if isinstance(v, Value)]
-    every = set(range(len(rule.factors)))
-    has = [{f for d in t for f in d} for t in ops]
-    if ops and not every <= set().union(*has):
-        return "broadcast"
-    all_pass = all(f.kind == "pass" for f in rule.factors)
-    return "pass-through" if all_pass and all(h == every for h in has) else "other"
-
-
-def _eligible(category: str, priority: int, direction: str) -> bool:
-    """Whether an equation propagates in `direction` at `priority`: pass-through ops always;
-    others from priority 1 on, broadcasts only backward until priority 3."""
-    if category == "pass-through":
-        return True
-    if category == "broadcast" and priority in (1, 2):
-        return direction == "backward"
-    return priority >= 1
 
 
 PASS_FACTORS_ONLY = 1  # the priority at which only pass factors carry axes (Shardy's op priority 2)
@@ -115,8 +95,12 @@ class Propagator:
             self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
         eqns = program.equations
         self.rules = [rule_for(e) for e in eqns]
-        self.categories = [_category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
+        self.categories = [category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
+        self.narrow = [
+            narrow_operands([t.factors for t in ts], r) if c == "broadcasting" else set()
+            for ts, r, c in zip(self.tensors, self.rules, self.categories, strict=True)
+        ]
         self.steps: list[Step] = []
         self.conflicts: list[str] = []
 
@@ -172,13 +156,13 @@ class Propagator:
                 best = axes
         return best
 
-    def wanted(self, i: int, pass_only: bool = False, split: bool = False) -> dict:
+    def wanted(self, i: int, pass_only=False, split=False, skip=frozenset()) -> dict:
         """factor -> (axes, source tensor) for equation i, in claim order (Shardy's: the bigger
         source tensor first, then the earlier one in the equation); `pass_only`: only pass
         factors carry axes; `split`: each factor minus the axes another factor holds in a
-        tensor they share (the equation's split, `settled`)."""
+        tensor they share (the equation's split, `settled`); `skip`: tensors not read."""
         eqn, rule = self.program.equations[i], self.rules[i]
-        held = [(t, self.holdings(rule, t)) for t in self.tensors[i]]
+        held = [(t, self.holdings(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
         merged, order = {}, {}
         for f, factor in enumerate(rule.factors):
             cands = [h[f] for _, h in held if f in h]
@@ -235,12 +219,16 @@ class Propagator:
     def visit(self, i: int, priority: int) -> list[Value]:
         """Equation i's factors written back to its results, then its operands (in the
         directions the priority allows); the values that changed."""
-        ways = [d for d in ("forward", "backward") if _eligible(self.categories[i], priority, d)]
-        wanted = self.wanted(i, pass_only=priority == PASS_FACTORS_ONLY) if ways else {}
+        ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
+        narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
+        skip = narrow if priority < len(PRIORITIES) - 1 else frozenset()
+        pass_only = priority == PASS_FACTORS_ONLY
+        wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
         changed = []
         for direction in ways:
-            for t in self.tensors[i]:
+            for k, t in enumerate(self.tensors[i]):
                 closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
+                closed = closed or (k in narrow and priority == 0)
                 if t.is_result == (direction == "forward") and not closed:
                     new, factors, sources = self.proposal(t, self.rules[i], wanted)
                     if new != self.spec[t.value]:

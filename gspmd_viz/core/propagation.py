@@ -4,7 +4,8 @@ Everything a widget or the partitioner reads is here, settled at the end of the 
 sharding of every value, the initial state (user annotations, and values pinned by the
 annotation on their only use), every step, the factor rule of every equation and the factor
 axes propagation settled on for it. It holds no live algorithm: replaying `steps` from the
-initial state ends at `sharding(v)` for every value.
+initial state ends at `sharding(v)` for every value. The priorities the run goes through, and
+which equations take part in each (`category`, `eligible`), are named here too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,46 @@ from gspmd_viz.core.sharding import Sharding
 
 PRIORITIES = ("pass-through ops", "pass factors", "all ops", "broadcast forward")
 FactorAxes = dict[int, tuple[str, ...]]  # factor index -> the mesh axes splitting it
+
+
+# --- who propagates at which priority ------------------------------------------------------
+
+
+def category(rule: FactorRule, eqn) -> str:
+    """pass-through / broadcasting / broadcast / other, read off the rule (never off the
+    primitive name). broadcast: a result factor that no operand has (broadcast_in_dim, iota-like
+    ops); pass-through: only pass factors, and every operand and result has all of them;
+    broadcasting: only pass factors, every result has all, some operand lacks some (an
+    elementwise op broadcasting size-1 dims: `narrow_operands`)."""
+    ops = [t for v, t in zip(eqn.inputs, rule.operands, strict=True) if isinstance(v, Value)]
+    every = set(range(len(rule.factors)))
+    has = [{f for d in t for f in d} for t in ops]
+    if ops and not every <= set().union(*has):
+        return "broadcast"
+    if not all(f.kind == "pass" for f in rule.factors):
+        return "other"
+    if all(h == every for h in has):
+        return "pass-through"
+    whole = all({f for d in t for f in d} == every for t in rule.results)
+    return "broadcasting" if whole else "other"
+
+
+def narrow_operands(tensors, rule) -> set[int]:
+    """Positions, among an equation's tensors (each a list of per-dim factors), of those
+    lacking some of its factors: the operands a broadcasting op broadcasts first."""
+    every = set(range(len(rule.factors)))
+    return {k for k, t in enumerate(tensors) if {f for d in t for f in d} != every}
+
+
+def eligible(kind: str, priority: int, direction: str) -> bool:
+    """Whether an equation of `kind` (`category`) propagates in `direction` at `priority`:
+    pass-through ops always (and broadcasting ones, their narrow operands apart:
+    Propagator.visit); others from priority 1 on, broadcasts only backward until priority 3."""
+    if kind in ("pass-through", "broadcasting"):
+        return True
+    if kind == "broadcast" and priority in (1, 2):
+        return direction == "backward"
+    return priority >= 1
 
 
 # --- the initial state ---------------------------------------------------------------------
