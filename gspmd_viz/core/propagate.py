@@ -228,8 +228,8 @@ class Propagator:
         for direction in ways:
             for k, t in enumerate(self.tensors[i]):
                 closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
-                closed = closed or (k in narrow and priority == 0)
-                if t.is_result == (direction == "forward") and not closed:
+                waits = k in narrow and priority == 0  # a broadcast's operand takes from 1
+                if t.is_result == (direction == "forward") and not (closed or waits):
                     new, factors, sources = self.proposal(t, self.rules[i], wanted)
                     if new != self.spec[t.value]:
                         self.write((priority, i, direction), t.value, new, (factors, sources))

@@ -29,8 +29,8 @@ def category(rule: FactorRule, eqn) -> str:
     """pass-through / broadcasting / broadcast / other, read off the rule (never off the
     primitive name). broadcast: a result factor that no operand has (broadcast_in_dim, iota-like
     ops); pass-through: only pass factors, and every operand and result has all of them;
-    broadcasting: only pass factors, every result has all, some operand lacks some (an
-    elementwise op broadcasting size-1 dims: `narrow_operands`)."""
+    broadcasting: only pass factors, every result has all, and an operand of the results'
+    rank lacks some (size-1 dims the op broadcasts, `x - m[:, None]`: `narrow_operands`)."""
     ops = [t for v, t in zip(eqn.inputs, rule.operands, strict=True) if isinstance(v, Value)]
     every = set(range(len(rule.factors)))
     has = [{f for d in t for f in d} for t in ops]
@@ -41,7 +41,8 @@ def category(rule: FactorRule, eqn) -> str:
     if all(h == every for h in has):
         return "pass-through"
     whole = all({f for d in t for f in d} == every for t in rule.results)
-    return "broadcasting" if whole else "other"
+    same_rank = all(len(t) == len(rule.results[0]) for t in ops)
+    return "broadcasting" if whole and same_rank else "other"
 
 
 def narrow_operands(tensors, rule) -> set[int]:
