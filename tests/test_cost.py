@@ -25,6 +25,7 @@ from gspmd_viz.core.spmd_regions import RunLoop
 from gspmd_viz.core.values import Literal, Value
 from gspmd_viz.partition_on_chip import chip_cost
 from tests.test_partition import assert_unpartitioned
+from tests.test_propagate_random_xla import BROADCASTING_MOE
 
 BOUNDS = {"flops": 1.05, "memory": 1.10, "wire_bytes": 1.0}
 
@@ -398,14 +399,7 @@ WHOLE_PLAN_FOUND = [
         # moved `combine` by a permute whose slice XLA:CPU computes the chain in again (1.07x
         # XLA's FLOPs); propagated as Shardy does (test_propagate_random_xla), G/y reaches it
         "moe",
-        {
-            "x": ("x", None, None),
-            "combine": None,
-            "dispatched": (None, None, "x", "y"),
-            "wi": (None, None, "y"),
-            "wo": (None, ("y", "x"), None),
-            "out": (("y", "x"), None, None),
-        },
+        BROADCASTING_MOE,
     ),
 ]
 

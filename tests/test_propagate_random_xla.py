@@ -50,6 +50,17 @@ def test_random_matmul_annotations_agree_with_xla(specs):
     assert table.agreement == 1.0, table.text(only_differences=True)
 
 
+# A moe draw whose one-hot chain is made by `mul`s that broadcast size-1 dims (PARTED, and
+# test_cost.WHOLE_PLAN_FOUND: within XLA's FLOPs once propagated as Shardy does)
+BROADCASTING_MOE = {
+    "x": ("x", None, None),
+    "combine": None,
+    "dispatched": (None, None, "x", "y"),
+    "wi": (None, None, "y"),
+    "wo": (None, ("y", "x"), None),
+    "out": (("y", "x"), None, None),
+}
+
 # Seeded zoo draws where our propagation parted from XLA's (Shardy's) on many values, and why:
 # - moe, out [G/y, S/x]: the combine einsum's contracting E took y from the experts' output
 #   before out's G could; Shardy holds contracting (reduction) factors back until the pass
@@ -85,17 +96,7 @@ PARTED = [
             "out": None,
         },
     ),
-    (
-        "moe",
-        {
-            "x": ("x", None, None),
-            "combine": None,
-            "dispatched": (None, None, "x", "y"),
-            "wi": (None, None, "y"),
-            "wo": (None, ("y", "x"), None),
-            "out": (("y", "x"), None, None),
-        },
-    ),
+    ("moe", BROADCASTING_MOE),
     (
         "transformer_block",
         {
