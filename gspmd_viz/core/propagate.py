@@ -29,6 +29,7 @@ import math
 from gspmd_viz.core.mesh import Mesh
 from gspmd_viz.core.program import Program, Value
 from gspmd_viz.core.propagation import (
+    BROADCAST_FORWARD,
     PRIORITIES,
     Propagation,
     Step,
@@ -221,7 +222,7 @@ class Propagator:
         directions the priority allows); the values that changed."""
         ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
         narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
-        skip = narrow if priority < len(PRIORITIES) - 1 else frozenset()
+        skip = narrow if priority < BROADCAST_FORWARD else frozenset()
         pass_only = priority == PASS_FACTORS_ONLY
         wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
         changed = []

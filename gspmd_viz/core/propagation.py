@@ -19,6 +19,7 @@ from gspmd_viz.core.registry import entry_for
 from gspmd_viz.core.sharding import Sharding
 
 PRIORITIES = ("pass-through ops", "pass factors", "all ops", "broadcast forward")
+BROADCAST_FORWARD = PRIORITIES.index("broadcast forward")  # a broadcast gives axes forward
 FactorAxes = dict[int, tuple[str, ...]]  # factor index -> the mesh axes splitting it
 
 
@@ -58,7 +59,7 @@ def eligible(kind: str, priority: int, direction: str) -> bool:
     Propagator.visit); others from priority 1 on, broadcasts only backward until priority 3."""
     if kind in ("pass-through", "broadcasting"):
         return True
-    if kind == "broadcast" and priority in (1, 2):
+    if kind == "broadcast" and 1 <= priority < BROADCAST_FORWARD:
         return direction == "backward"
     return priority >= 1
 
