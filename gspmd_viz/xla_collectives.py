@@ -280,7 +280,16 @@ def compiled_text(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -
 
 
 def compiled(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
-    """XLA's compiled executable of `jax.jit(f)` with the given shardings, on `mesh`'s devices.
+    """XLA's compiled executable of `jax.jit(f)` with the given shardings, on `mesh`'s devices:
+    `lowered(...)`, compiled."""
+    return lowered(
+        f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings
+    ).compile()
+
+
+def lowered(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
+    """`jax.jit(f)` with the given shardings on `mesh`'s devices, lowered for XLA (jax's
+    Lowered; XLA's partitioner runs when it is compiled).
 
     jax.jit needs boundary shardings that split their arrays evenly; XLA pads only inside a
     program. So an uneven input pin arrives replicated and is constrained first (a free local
@@ -305,7 +314,7 @@ def compiled(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
     def pinned(*a):
         return _constrain_uneven(f(*_constrain_uneven(a, ins, pad=False)), outs, pad=True)
 
-    return jax.jit(pinned, **kwargs).lower(*args).compile()
+    return jax.jit(pinned, **kwargs).lower(*args)
 
 
 def collectives(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> list[Collective]:

@@ -3,8 +3,14 @@
 `gv.xla_cost.compare(f, args, spmd)` compiles ours (`spmd.compiled(*args)`: jax.jit of the
 per-device program under shard_map, without the runner's padding of uneven inputs) and XLA's
 (jax.jit of the annotated `f` with the same input and output shardings), and reads each
-executable's `cost_analysis()` FLOPs and `memory_analysis()` bytes (arguments + outputs +
-temporaries − aliased), with each side's wire bytes.
+executable's `memory_analysis()` bytes (arguments + outputs + temporaries − aliased) and
+`cost_analysis()` FLOPs, with each side's wire bytes.
+
+The FLOPs are read off the same program compiled with XLA:CPU's loop fusion off (`WORK`).
+XLA's cost analysis charges a fused op at the shape it has inside the fusion, so a fusion that
+ends in a slice pays for the whole operand though its loop computes only the slice's elements:
+the n chunks an all-to-all sends from a fused `a * a + a` count n times its work, in the time
+one takes (benchmarks/fusion_count.py). Unfused, every op counts once, at its own shape.
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 
 from gspmd_viz.units import format_bytes
-from gspmd_viz.xla_collectives import compiled, parse_hlo
+from gspmd_viz.xla_collectives import lowered, parse_hlo
 
-__all__ = ["Measured", "Side", "analysis", "compare", "ours", "xlas"]
+__all__ = ["WORK", "Measured", "Side", "analysis", "compare", "flops", "memory", "ours", "xlas"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,28 +54,42 @@ class Side:
         )
 
 
-def analysis(executable) -> tuple[float, int]:
-    """(FLOPs, bytes) of one device's compiled program."""
+WORK = {"xla_disable_hlo_passes": "fusion"}  # compiler options: each op counted once
+
+
+def analysis(lowered) -> tuple[float, int]:
+    """(FLOPs, bytes) of one device's program, lowered (jax's Lowered): the FLOPs of every op
+    once (compiled with `WORK`), the bytes of the program as XLA compiles it."""
+    return flops(lowered.compile(WORK)), memory(lowered.compile())
+
+
+def flops(executable) -> float:
+    """FLOPs of one device's compiled program, by XLA's cost analysis."""
     cost = executable.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost  # older jax: one dict per program
+    return float(cost.get("flops", 0.0))
+
+
+def memory(executable) -> int:
+    """Bytes one device's compiled program holds: arguments, outputs and temporaries, less
+    the outputs that reuse an argument's buffer."""
     mem = executable.memory_analysis()
     total = mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-    return float(cost.get("flops", 0.0)), int(total - mem.alias_size_in_bytes)
+    return int(total - mem.alias_size_in_bytes)
 
 
 def ours(spmd, args) -> Measured:
     """Our per-device program for `args`, compiled and measured."""
-    return Measured(*analysis(spmd.compiled(*args)), spmd.wire_bytes)
+    return Measured(*analysis(spmd.lowered(*args)), spmd.wire_bytes)
 
 
 def xlas(f, args, prop) -> Measured:
     """XLA's partitioning of `f(*args)` with `prop`'s input and output shardings (a
     gv.propagate result), compiled and measured: the same for every plan of `prop`."""
-    theirs = compiled(
-        f, *args, mesh=prop.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs
-    )
-    xla_bytes = sum(c.wire_bytes for c in parse_hlo(theirs.as_text(), prop.mesh))
-    return Measured(*analysis(theirs), xla_bytes)
+    theirs = lowered(f, *args, mesh=prop.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs)
+    fused = theirs.compile()
+    xla_bytes = sum(c.wire_bytes for c in parse_hlo(fused.as_text(), prop.mesh))
+    return Measured(flops(theirs.compile(WORK)), memory(fused), xla_bytes)
 
 
 def compare(f, args, spmd) -> Side:

@@ -278,14 +278,19 @@ class SPMDProgram(PerDeviceProgram):
 
     def compiled(self, *args):
         """The compiled per-device program for `args`' shapes (for its `cost_analysis()` and
-        `memory_analysis()`): the shard_map over inputs already padded to an even split. The
-        runner's global pad and slice around it are left out: XLA's partitioner keeps an uneven
-        shard padded in place and runs nothing like them, while XLA:CPU compiles our pad of an
-        unevenly split input into collective-permutes and selects."""
+        `memory_analysis()`): `lowered(*args)`, compiled."""
+        return self.lowered(*args).compile()
+
+    def lowered(self, *args):
+        """The per-device program for `args`' shapes, lowered for XLA (jax's Lowered): the
+        shard_map over inputs already padded to an even split. The runner's global pad and
+        slice around it are left out: XLA's partitioner keeps an uneven shard padded in place
+        and runs nothing like them, while XLA:CPU compiles our pad of an unevenly split input
+        into collective-permutes and selects."""
         runner, _ = _checked_runner(self, args)
         jmesh = self.mesh.to_jax()
         padded = [
             padded_input(v.shape, v.dtype, self.prop.sharding(v), jmesh)
             for v in self.program.inputs
         ]
-        return jax.jit(runner.mapped).lower(*padded).compile()
+        return jax.jit(runner.mapped).lower(*padded)

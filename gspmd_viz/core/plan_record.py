@@ -4,7 +4,6 @@ split_cost.py ranks one equation's candidate splits; this module costs the whole
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 
@@ -81,9 +80,10 @@ NAN_KEEPING_FLOPS = 11
 
 def plan_flops(instructions) -> float:
     """Per-device FLOPs of a list of instructions (a loop's body times its trips; a branch:
-    the costliest, one runs), all-reduces included (`collective_flops`), and the elementwise
-    work XLA's fusion does again where a move slices a value (`fused_again_flops`)."""
-    total = fused_again_flops(instructions)
+    the costliest, one runs), all-reduces included (`collective_flops`). Each op counts once
+    at its own shape, as XLA's cost analysis counts an unfused program (`gv.xla_cost`): the
+    elementwise ops XLA fuses into a move's slices compute only the elements sliced."""
+    total = 0.0
     for ins in instructions:
         if isinstance(ins, Compute):
             total += compute_flops(ins)
@@ -94,71 +94,6 @@ def plan_flops(instructions) -> float:
         else:
             total += collective_flops(ins)
     return total
-
-
-# the first step of a reshard that reads its operand a piece at a time: XLA fuses the ops that
-# made the operand into that slicing (a free slice, an all-to-all's chunks, a permute's piece)
-SLICING_MOVES = ("slice", "all-to-all", "collective-permute")
-
-
-def fused_again_flops(instructions) -> float:
-    """FLOPs spent again where a reshard slices a value: XLA fuses the elementwise ops that
-    made the value into the slicing and recomputes them for each element it reads. A value
-    other instructions read too is computed for them as well (`jnp.tanh(a) * 2 + 1` read by a
-    sum and an all-to-all: 3 FLOPs an element, twice; XLA:CPU's cost analysis counts both).
-    A value read once is made inside the slicing, once; but an all-to-all slices its operand
-    once per peer, and each slice computes it (`_times_made_again`)."""
-    alias = _aliases(instructions)
-    writer = {n: ins for ins in instructions for n in defines(ins)}
-    readers = collections.Counter(
-        alias.get(n, n) for ins in instructions for n in buffers_read(ins)
-    )
-    memo: dict[str, float] = {}
-    total = 0.0
-    for ins in instructions:
-        step = ins.plan.steps[0] if isinstance(ins, Reshard) and ins.plan.steps else None
-        src = alias.get(ins.src, ins.src) if step else None
-        times = _times_made_again(step, readers[src]) if step else 0
-        if not times:
-            continue
-        read = step.before if step.kind == "all-to-all" else step.after
-        per_element = _chain_flops(src, writer, alias, memo)
-        total += per_element * math.prod(read.shard_shape(ins.value.shape)) * times
-    return total
-
-
-def _times_made_again(step, readers: int) -> int:
-    """How many more times than once the value a reshard's first step reads is computed: once
-    more by a slicing move when other instructions read the value too; by an all-to-all over
-    n devices read alone, n - 1 more (one slice per peer)."""
-    if step.kind not in SLICING_MOVES:
-        return 0
-    if readers >= 2:
-        return 1
-    return step.collective.group_size - 1 if step.kind == "all-to-all" else 0
-
-
-def _chain_flops(name: str, writer: dict, alias: dict, memo: dict) -> float:
-    """FLOPs an element of buffer `name` costs through the elementwise ops that made it (the
-    chain fuses whole into a reader), stopping at anything else: an input, a matmul, a
-    reduction, a collective."""
-    name = alias.get(name, name)
-    if name not in memo:
-        memo[name] = 0.0
-        ins = writer.get(name)
-        if isinstance(ins, Compute) and _elementwise(ins):
-            out = ins.eqn.outputs[0]
-            own = compute_flops(ins) / max(math.prod(ins.shardings[0].shard_shape(out.shape)), 1)
-            inputs = (n for n in ins.ins if isinstance(n, str))
-            memo[name] = own + sum(_chain_flops(n, writer, alias, memo) for n in inputs)
-    return memo[name]
-
-
-def _elementwise(ins: Compute) -> bool:
-    """One result, every factor passing through (add, tanh, convert; not a reduction)."""
-    rule = rule_for(ins.eqn)
-    entry = entry_for(ins.eqn)
-    return not entry.identity and len(ins.outs) == 1 and all(f.kind == "pass" for f in rule.factors)
 
 
 def collective_flops(ins) -> float:
