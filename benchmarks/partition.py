@@ -1,7 +1,8 @@
 """Partitioner benchmarks, measured side by side in one run (prints; never asserts).
 
 1. Per zoo program, same input and output shardings, ours / XLA's per device: FLOPs and memory
-   (each compiled program's own cost and memory analysis; goals <= 1.05, <= 1.10) and wire bytes
+   (each compiled program's own cost and memory analysis, the FLOPs with XLA's loop fusion off:
+   gv.xla_cost; goals <= 1.05, <= 1.10) and wire bytes
    (XLA's all-reduce + dynamic-slice counted as a reduce-scatter; goal <= 1.0); then our
    partitioned runtime / jax.jit on 8 CPU devices (medians of several runs; goal <= 1.15).
 2. At real sizes (d_model 8192, vocab 32k, a 16x16 mesh; symbolic: no devices, so no XLA): the
