@@ -1,7 +1,7 @@
 """Why gv.xla_cost reads FLOPs off a program compiled with XLA:CPU's loop fusion off (prints;
 never asserts).
 
-A chain of elementwise ops on one [1024, 1024] array (12 multiply-adds an element), then cut
+A chain of elementwise ops on one [1024, 1024] array (48 multiply-adds an element), then cut
 into n row blocks, as an all-to-all cuts its operand into one chunk per peer. XLA:CPU fuses the
 chain into each block's slice. Its cost analysis charges every fusion for the whole chain, so
 the n blocks count n times the FLOPs of computing the array once; compiled with `WORK`
@@ -19,7 +19,7 @@ from timing import paired_times  # (benchmarks/ is the script's directory)
 from gspmd_viz import xla_cost
 
 ROWS = COLS = 1024
-STEPS = 12  # multiply-adds an element: 5 FLOPs each
+STEPS = 48  # multiply-adds an element: 5 FLOPs each
 
 
 def chain(a):
@@ -44,7 +44,7 @@ def main() -> None:
     once = jax.jit(chain).lower(a).compile()
     once_flops = xla_cost.flops(once)
     print(f"the chain once, [{ROWS}, {COLS}]: {once_flops:,.0f} FLOPs")
-    print("  n blocks | FLOPs fused / once | FLOPs unfused / once | time fused / once")
+    print("  n blocks | FLOPs fused / once | FLOPs unfused / once | time fused / once (ms)")
     for n in (2, 4, 8):
         lowered = jax.jit(blocks(n)).lower(a)
         fused = lowered.compile()
@@ -52,7 +52,8 @@ def main() -> None:
         t_fused, t_once = paired_times(lambda f=fused: f(a), lambda: once(a))
         print(
             f"  {n:8d} | {xla_cost.flops(fused) / once_flops:19.2f} | "
-            f"{unfused / once_flops:20.2f} | {t_fused / t_once:17.2f}"
+            f"{unfused / once_flops:20.2f} | {t_fused / t_once:17.2f} "
+            f"({1e3 * t_fused:.2f} / {1e3 * t_once:.2f})"
         )
 
 

@@ -3,7 +3,9 @@
 1. Per zoo program, same input and output shardings, ours / XLA's per device: FLOPs and memory
    (each compiled program's own cost and memory analysis, the FLOPs with XLA's loop fusion off:
    gv.xla_cost; goals <= 1.05, <= 1.10) and wire bytes
-   (XLA's all-reduce + dynamic-slice counted as a reduce-scatter; goal <= 1.0); then our
+   (XLA's all-reduce + dynamic-slice counted as a reduce-scatter; goal <= 1.0); the FLOPs the
+   fused programs' cost analysis charges ("fused": each slice of a fused chain for the whole
+   chain, benchmarks/fusion_count.py; no goal); then our
    partitioned runtime / jax.jit on 8 CPU devices (medians of several runs; goal <= 1.15).
 2. At real sizes (d_model 8192, vocab 32k, a 16x16 mesh; symbolic: no devices, so no XLA): the
    estimated step time on tpu-v3 of our plan / the plan chosen by wire bytes alone (the chooser
@@ -72,13 +74,16 @@ def costs_and_runtime(name: str) -> tuple[xla_cost.Side, float, float]:
 
 def zoo_table() -> None:
     print("zoo programs on a 2x4 mesh, per device, ours / XLA's")
-    print(f"{'zoo program':<20} {'FLOPs':>6} {'memory':>6} {'bytes':>6}   {'runtime':>7}")
+    print(
+        f"{'zoo program':<20} {'FLOPs':>6} {'memory':>6} {'bytes':>6} {'fused':>6}   {'runtime':>7}"
+    )
     for name in sorted(examples.ZOO):
         side, ours_t, jit_t = costs_and_runtime(name)
-        flops, memory, wire = (side.ratio(k) for k in ("flops", "memory", "wire_bytes"))
+        kinds = ("flops", "memory", "wire_bytes", "fused_flops")
+        flops, memory, wire, fused = (side.ratio(k) for k in kinds)
         print(
-            f"{name:<20} {flops:>6.3f} {memory:>6.3f} {wire:>6.3f}   {ours_t / jit_t:>7.2f}   "
-            f"{side.text()}"
+            f"{name:<20} {flops:>6.3f} {memory:>6.3f} {wire:>6.3f} {fused:>6.3f}   "
+            f"{ours_t / jit_t:>7.2f}   {side.text()}"
         )
 
 

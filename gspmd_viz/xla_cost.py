@@ -27,9 +27,10 @@ __all__ = ["WORK", "Measured", "Side", "analysis", "compare", "flops", "memory",
 class Measured:
     """One compiled program, per device."""
 
-    flops: float
+    flops: float  # each op once (compiled with WORK)
     memory: int  # bytes
     wire_bytes: float
+    fused_flops: float = 0.0  # as the fused program's cost analysis charges them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,8 @@ class Side:
     xla: Measured
 
     def ratio(self, field: str) -> float:
-        """Ours / XLA's for "flops", "memory" or "wire_bytes" (1.0 when both are 0)."""
+        """Ours / XLA's for "flops", "memory", "wire_bytes" or "fused_flops" (1.0 when both
+        are 0)."""
         a, b = getattr(self.ours, field), getattr(self.xla, field)
         return a / b if b else (1.0 if a == b else float("inf"))
 
@@ -62,10 +64,12 @@ WORK = {  # compiler options: each op counted once; the code is never run, so bu
 }
 
 
-def analysis(lowered) -> tuple[float, int]:
-    """(FLOPs, bytes) of one device's program, lowered (jax's Lowered): the FLOPs of every op
-    once (compiled with `WORK`), the bytes of the program as XLA compiles it."""
-    return flops(lowered.compile(WORK)), memory(lowered.compile())
+def analysis(lowered) -> tuple[float, int, float]:
+    """(FLOPs, bytes, fused FLOPs) of one device's program, lowered (jax's Lowered): the FLOPs
+    of every op once (compiled with `WORK`); the bytes of the program as XLA compiles it, and
+    the FLOPs its cost analysis charges that program."""
+    fused = lowered.compile()
+    return flops(lowered.compile(WORK)), memory(fused), flops(fused)
 
 
 def flops(executable) -> float:
@@ -85,7 +89,8 @@ def memory(executable) -> int:
 
 def ours(spmd, args) -> Measured:
     """Our per-device program for `args`, compiled and measured."""
-    return Measured(*analysis(spmd.lowered(*args)), spmd.wire_bytes)
+    work, held, fused = analysis(spmd.lowered(*args))
+    return Measured(work, held, spmd.wire_bytes, fused)
 
 
 def xlas(f, args, prop) -> Measured:
@@ -94,7 +99,7 @@ def xlas(f, args, prop) -> Measured:
     theirs = lowered(f, *args, mesh=prop.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs)
     fused = theirs.compile()
     xla_bytes = sum(c.wire_bytes for c in parse_hlo(fused.as_text(), prop.mesh))
-    return Measured(flops(theirs.compile(WORK)), memory(fused), xla_bytes)
+    return Measured(flops(theirs.compile(WORK)), memory(fused), xla_bytes, flops(fused))
 
 
 def compare(f, args, spmd) -> Side:
