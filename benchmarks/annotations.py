@@ -117,7 +117,9 @@ def main(seed: int, tries: int, part: str, plans: bool = False) -> None:
         if plans:
             found = plans_within(ex, prop, xla)
             kept.update(found + (["any"] if found else []))
-        fused += fused_over(r)
+        if fused_over(r):
+            fused += 1
+            print(f"fused FLOPs over: {ex.name} {ex.specs}: {r['fused_flops']:.3f}", flush=True)
         if not within(r):
             over[ex.name] += 1
             dominated = " dominated" if all(v >= 1 for v in r.values()) else ""

@@ -371,7 +371,7 @@ WHOLE_PLAN_FOUND = [
     ),
     (  # sharing moves the router's one-hot chain by small all-to-alls and slices: 1.056x
         # XLA's FLOPs as the fused program's cost analysis charges every slice for the whole
-        # chain, where the plain plan did 1.008x
+        # chain; each op counted once, 0.907x (memory 1.044x, bytes 0.683x)
         "moe",
         {
             "x": None,
