@@ -1,16 +1,17 @@
 """Compute and memory beside bytes: XLA's own analysis of both compiled programs, per device.
 
-`gv.xla_cost.compare(f, args, spmd)` compiles ours (`spmd.compiled(*args)`: jax.jit of the
+`gv.xla_cost.compare(f, args, spmd)` compiles ours (`spmd.lowered(*args)`: jax.jit of the
 per-device program under shard_map, without the runner's padding of uneven inputs) and XLA's
 (jax.jit of the annotated `f` with the same input and output shardings), and reads each
 executable's `memory_analysis()` bytes (arguments + outputs + temporaries − aliased) and
 `cost_analysis()` FLOPs, with each side's wire bytes.
 
-The FLOPs are read off the same program compiled with XLA:CPU's loop fusion off (`WORK`).
-XLA's cost analysis charges a fused op at the shape it has inside the fusion, so a fusion that
-ends in a slice pays for the whole operand though its loop computes only the slice's elements:
-the n chunks an all-to-all sends from a fused `a * a + a` count n times its work, in the time
-one takes (benchmarks/fusion_count.py). Unfused, every op counts once, at its own shape.
+The FLOPs are read off the same program compiled again with XLA:CPU's loop fusion off
+(`WORK`). XLA's cost analysis charges a fused op at the shape it has inside the fusion, so a
+fusion that ends in a slice pays for the whole operand though its loop computes only the
+slice's elements: the n chunks an all-to-all sends from a fused `a * a + a` count n times its
+work, in the time one takes (benchmarks/fusion_count.py). Unfused, every op counts once, at its
+own shape. The fused program's own count is kept beside (`Measured.fused_flops`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 memory and send no more bytes than XLA's own partitioner given the same shardings, on the zoo
 and on random annotations of it: FLOPs <= 1.05x and memory <= 1.10x XLA's (each compiled
 program's own cost and memory analysis, gv.xla_cost.compare: the FLOPs of each op once, with
-XLA's loop fusion off), wire bytes <= 1.0x (XLA's
-all-reduce + dynamic-slice counted as the reduce-scatter it is), results equal to the
-unpartitioned program. A program over a bound fails with both sides' figures."""
+XLA's loop fusion off), wire bytes <= 1.0x (XLA's all-reduce + dynamic-slice counted as the
+reduce-scatter it is), results equal to the unpartitioned program. A program over a bound
+fails with both sides' figures."""
 
 from types import SimpleNamespace
 
