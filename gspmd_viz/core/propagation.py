@@ -34,14 +34,14 @@ def category(rule: FactorRule, eqn) -> str:
     rank lacks some (size-1 dims the op broadcasts, `x - m[:, None]`: `narrow_operands`)."""
     ops = [t for v, t in zip(eqn.inputs, rule.operands, strict=True) if isinstance(v, Value)]
     every = set(range(len(rule.factors)))
-    has = [{f for d in t for f in d} for t in ops]
+    has = [_factor_set(t) for t in ops]
     if ops and not every <= set().union(*has):
         return "broadcast"
     if not all(f.kind == "pass" for f in rule.factors):
         return "other"
     if all(h == every for h in has):
         return "pass-through"
-    whole = all({f for d in t for f in d} == every for t in rule.results)
+    whole = all(_factor_set(t) == every for t in rule.results)
     same_rank = all(len(t) == len(rule.results[0]) for t in ops)
     return "broadcasting" if whole and same_rank else "other"
 
@@ -50,7 +50,12 @@ def narrow_operands(tensors, rule) -> set[int]:
     """Positions, among an equation's tensors (each a list of per-dim factors), of those
     lacking some of its factors: the operands a broadcasting op broadcasts first."""
     every = set(range(len(rule.factors)))
-    return {k for k, t in enumerate(tensors) if {f for d in t for f in d} != every}
+    return {k for k, t in enumerate(tensors) if _factor_set(t) != every}
+
+
+def _factor_set(tensor) -> set[int]:
+    """The factors a tensor (a list of per-dim factors) holds, in any dim."""
+    return {f for dim in tensor for f in dim}
 
 
 def eligible(kind: str, priority: int, direction: str) -> bool:
