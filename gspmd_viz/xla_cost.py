@@ -65,11 +65,12 @@ WORK = {  # compiler options: each op counted once; the code is never run, so bu
 }
 
 
-def analysis(lowered) -> tuple[float, int, float]:
+def analysis(lowered, fused=None) -> tuple[float, int, float]:
     """(FLOPs, bytes, fused FLOPs) of one device's program, lowered (jax's Lowered): the FLOPs
-    of every op once (compiled with `WORK`); the bytes of the program as XLA compiles it, and
-    the FLOPs its cost analysis charges that program."""
-    fused = lowered.compile()
+    of every op once (compiled with `WORK`); the bytes of the program as XLA compiles it
+    (`fused`, when the caller has compiled it already), and the FLOPs its cost analysis
+    charges that program."""
+    fused = fused or lowered.compile()
     return flops(lowered.compile(WORK)), memory(fused), flops(fused)
 
 
@@ -99,8 +100,9 @@ def xlas(f, args, prop) -> Measured:
     gv.propagate result), compiled and measured: the same for every plan of `prop`."""
     theirs = lowered(f, *args, mesh=prop.mesh, in_shardings=prop.inputs, out_shardings=prop.outputs)
     fused = theirs.compile()
+    work, held, charged = analysis(theirs, fused)
     xla_bytes = sum(c.wire_bytes for c in parse_hlo(fused.as_text(), prop.mesh))
-    return Measured(flops(theirs.compile(WORK)), memory(fused), xla_bytes, flops(fused))
+    return Measured(work, held, xla_bytes, charged)
 
 
 def compare(f, args, spmd) -> Side:
