@@ -38,6 +38,6 @@ def partition(prop, chip="tpu-v3", share_idle: bool = True):
     built too and kept if it is no worse (whole_plan.preferred; spmd.notes says so).
     `share_idle`: also build the plan whose equations let the mesh axes their operands leave
     idle share the work (the result gathered or moved after), and keep it when whole_plan.shared
-    finds it no costlier (spmd.notes says so); False: idle devices repeat the work, as in XLA's
-    plans."""
+    finds it no costlier and, unless it saves FLOPs, no slower (spmd.notes says so); False:
+    idle devices repeat the work, as in XLA's plans."""
     return whole_plan.partition(prop, chip_cost(chip), share_idle)

@@ -103,14 +103,18 @@ def no_heavier_and_slower(kept, follow):
 
 
 def shared(plain, spread, follow=None):
-    """Of two SPMDPrograms, `spread` (idle mesh axes share the work) when it sends no more wire
-    bytes and does no more FLOPs, fewer bytes or more than CLOSE fewer FLOPs, in at most ROOM
-    more peak memory; or when it holds ROOM less memory for at most SLACK more bytes and FLOPs;
+    """Of two SPMDPrograms, `plain` when `spread` (idle mesh axes share the work) is more than
+    CLOSE slower on the chip and saves no more than CLOSE of the FLOPs: the collectives sharing
+    adds cost more time than the repeated work. Else `spread` when it sends no more wire bytes
+    and does no more FLOPs, fewer bytes or more than CLOSE fewer FLOPs, in at most ROOM more
+    peak memory; or when it holds ROOM less memory for at most SLACK more bytes and FLOPs;
     or when it sends fewer bytes in no more memory and does no more FLOPs than `follow`, the
     plan that takes propagation's split everywhere (XLA's; `plain` when omitted). Else `plain`.
     Each equation sees only one reader ahead: sharing the work of a forward matmul can leave a
     gradient split where the update must gather it whole, so the whole plans are compared."""
     a, b = plain.cost, spread.cost
+    if _slower(b, a) and not _saves_flops(b, a):
+        return plain
     ceiling = (follow or plain).cost.flops
     less_work = _fewer((b.wire_bytes, b.flops), (a.wire_bytes, a.flops))
     less_work = less_work and b.peak_bytes <= (1 + ROOM) * a.peak_bytes
@@ -126,6 +130,11 @@ def shared(plain, spread, follow=None):
         note += _LEANER.format(format_bytes(b.peak_bytes), format_bytes(a.peak_bytes))
     spread.notes += (note,)
     return spread
+
+
+def _slower(plan, than) -> bool:
+    """Whether PlanCost `plan` takes more than CLOSE longer on the chip than `than`."""
+    return plan.chip is not None and plan.time_s > (1 + CLOSE) * than.time_s
 
 
 def _leaner(plan, than) -> bool:
@@ -153,7 +162,7 @@ def preferred(greedy, follow):
     while greedy saves no more than CLOSE of its FLOPs; else `greedy`. The kept follow plan
     says why in its notes."""
     a, b = greedy.cost, follow.cost
-    if a.chip is not None and b.time_s > (1 + CLOSE) * a.time_s:
+    if _slower(b, a):
         return greedy
     greedy_sizes, follow_sizes = (a.wire_bytes, a.peak_bytes), (b.wire_bytes, b.peak_bytes)
     if _fewer(follow_sizes, greedy_sizes):
