@@ -91,9 +91,7 @@ def no_heavier_and_slower(kept, follow):
     CLOSE slower on the chip: the FLOPs or memory it saves did not buy time. Then `follow`,
     which says why in its notes."""
     a, b = kept.cost, follow.cost
-    if kept is follow or a.chip is None or a.wire_bytes <= b.wire_bytes:
-        return kept
-    if a.time_s <= (1 + CLOSE) * b.time_s:
+    if kept is follow or a.wire_bytes <= b.wire_bytes or not _slower(a, b):
         return kept
     times = (format_time(b.time_s), format_time(a.time_s))
     follow.notes += (
