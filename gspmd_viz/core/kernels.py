@@ -88,9 +88,38 @@ def _all_reduce(step, x, shape):
 def _all_to_all(step, x, shape):
     split, concat = step.dims
     x = fit_dim(x, split, step.collective.shape[split])
-    # [.., k_concat, .., n k_split, ..] -> all_to_all(axes) -> [.., n k_concat, .., k_split, ..]
-    x = jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
+    if step.collective.group_size == 2:
+        x = _swap_halves(step.axes, x, split, concat)
+    else:
+        # [.., k_concat, .., n k_split, ..] -> all_to_all(axes) -> [.., n k_concat, .., k_split, ..]
+        x = jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
     return fit_dim(x, concat, _local(step, "after", shape)[concat])
+
+
+def _swap_halves(axes, x, split: int, concat: int):
+    """An all-to-all over a pair of devices: each keeps the half of `split` that is its own
+    and swaps the other, by one collective-permute. The same bytes as XLA's all-to-all, which
+    XLA:CPU runs by copying both halves out to send and both in (its own to itself), holding
+    one more copy of the operand than this does."""
+    k, k_concat = x.shape[split] // 2, x.shape[concat]
+    # per place in the pair: where its own half starts, where the one it sends starts, where
+    # the one it gets goes (looked up, not computed: no index arithmetic in the program)
+    starts = jnp.asarray([[0, k, k_concat], [k, 0, 0]], np.int32)
+    mine, sent, landing = _lookup(starts, _axis_index(axes))
+    # [.., k_concat, .., 2k, ..] -> my half, the other -> [.., k_concat, .., k, ..] each
+    own = jax.lax.dynamic_slice_in_dim(x, mine, k, split, allow_negative_indices=False)
+    out = jax.lax.dynamic_slice_in_dim(x, sent, k, split, allow_negative_indices=False)
+    got = jax.lax.ppermute(out, tuple(axes), [(0, 1), (1, 0)])
+    # -> [.., 2 k_concat, .., k, ..]: mine twice, the received half written over one
+    both = jnp.concatenate([own, own], axis=concat)
+    return jax.lax.dynamic_update_slice_in_dim(
+        both, got, landing, concat, allow_negative_indices=False
+    )
+
+
+def _lookup(table, row):
+    """table[row] for a traced row, without jnp's wrap of negative indices."""
+    return jax.lax.dynamic_index_in_dim(table, row, keepdims=False, allow_negative_indices=False)
 
 
 def _moved_pieces(step, x, shape):

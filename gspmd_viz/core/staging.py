@@ -9,7 +9,8 @@ def staging_bytes(ins) -> int:
     """Bytes one instruction's collectives stage while they run: each piece a device sends that
     is not already a contiguous block of one buffer is copied out first, and each piece it
     receives lands in a buffer of its own before it is put in place. So an all-to-all stages
-    its operand (the chunks), a collective-permute the piece it sends (a halo's edge), a
+    its operand (the chunks; over a pair, the half it sends and the half it gets:
+    kernels._swap_halves), a collective-permute the piece it sends (a halo's edge), a
     reduce-scatter along a dim that is not its operand's outermost (past size-1 dims) a copy
     of its operand, and an all-gather along such a dim its whole result (the pieces land in a
     new outermost dim, then move beside the gathered dim: kernels._all_gather); an
