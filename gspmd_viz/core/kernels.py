@@ -103,17 +103,18 @@ def _swap_halves(axes, x, split: int, concat: int):
     one more copy of the operand than this does."""
     k, k_concat = x.shape[split] // 2, x.shape[concat]
     # per place in the pair: where its own half starts, where the one it sends starts, where
-    # the one it gets goes (looked up, not computed: no index arithmetic in the program)
+    # its result starts in [got, own, got] (looked up, not computed: no index arithmetic)
     starts = jnp.asarray([[0, k, k_concat], [k, 0, 0]], np.int32)
-    mine, sent, landing = _lookup(starts, _axis_index(axes))
+    mine, sent, result = _lookup(starts, _axis_index(axes))
     # [.., k_concat, .., 2k, ..] -> my half, the other -> [.., k_concat, .., k, ..] each
     own = jax.lax.dynamic_slice_in_dim(x, mine, k, split, allow_negative_indices=False)
     out = jax.lax.dynamic_slice_in_dim(x, sent, k, split, allow_negative_indices=False)
     got = jax.lax.ppermute(out, tuple(axes), [(0, 1), (1, 0)])
-    # -> [.., 2 k_concat, .., k, ..]: mine twice, the received half written over one
-    both = jnp.concatenate([own, own], axis=concat)
-    return jax.lax.dynamic_update_slice_in_dim(
-        both, got, landing, concat, allow_negative_indices=False
+    # -> [.., 3 k_concat, .., k, ..] -> place 0 takes [own, got], place 1 [got, own]
+    # -> [.., 2 k_concat, .., k, ..] (XLA fuses the three into the slice)
+    three = jnp.concatenate([got, own, got], axis=concat)
+    return jax.lax.dynamic_slice_in_dim(
+        three, result, 2 * k_concat, concat, allow_negative_indices=False
     )
 
 
