@@ -105,7 +105,7 @@ def _swap_halves(axes, x, split: int, concat: int):
     # per place in the pair: where its own half starts, where the one it sends starts, where
     # its result starts in [got, own, got] (looked up, not computed: no index arithmetic)
     starts = jnp.asarray([[0, k, k_concat], [k, 0, 0]], np.int32)
-    mine, sent, result = _lookup(starts, _axis_index(axes))
+    mine, sent, result = _table_row(starts, _axis_index(axes))
     # [.., k_concat, .., 2k, ..] -> my half, the other -> [.., k_concat, .., k, ..] each
     own = jax.lax.dynamic_slice_in_dim(x, mine, k, split, allow_negative_indices=False)
     out = jax.lax.dynamic_slice_in_dim(x, sent, k, split, allow_negative_indices=False)
@@ -118,7 +118,7 @@ def _swap_halves(axes, x, split: int, concat: int):
     )
 
 
-def _lookup(table, row):
+def _table_row(table, row):
     """table[row] for a traced row, without jnp's wrap of negative indices."""
     return jax.lax.dynamic_index_in_dim(table, row, keepdims=False, allow_negative_indices=False)
 
