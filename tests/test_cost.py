@@ -790,6 +790,47 @@ def test_an_all_to_all_over_a_pair_swaps_the_half_that_moves():
     assert held[0] == 4 * 8 * 16 + 4 < held[1]
 
 
+_PAIR = gv.Mesh({"x": 2, "y": 4})
+
+
+def _moved(x, before, after, op):
+    def f(a):
+        return gv.mesh_split(op(gv.mesh_split(a, _PAIR, before)), _PAIR, after)
+
+    return f, x
+
+
+def _moved_in_a_loop(x):
+    def f(a):
+        def body(i, c):  # [8@x, 8] -> * 1.5 -> [8, 8@x] -> transposed: rows over x again
+            c = gv.mesh_split(c, _PAIR, ("x", None))
+            return gv.mesh_split(c * 1.5, _PAIR, (None, "x")).T
+
+        return jax.lax.fori_loop(0, 3, body, a)
+
+    return f, x
+
+
+_RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize(
+    "f, x",
+    [
+        _moved(_RNG.normal(size=(6, 10)) > 0, ("x", None), (None, "x"), lambda a: a & True),
+        _moved(_RNG.normal(size=(7, 5)).astype(np.float32), ("x", None), (None, "x"), jnp.sin),
+        _moved(_RNG.normal(size=(1, 4, 6)), (None, "x", None), (None, None, "x"), jnp.cos),
+        _moved(_RNG.integers(0, 9, (4, 6, 8)), ("y", "x", None), ("y", None, "x"), lambda a: a * 3),
+        _moved_in_a_loop(_RNG.normal(size=(8, 8)).astype(np.float32)),
+    ],
+    ids=["bools", "uneven", "size-1 dim", "ints beside y", "in a loop"],
+)
+def test_a_pair_swap_is_exact_on_what_users_write(f, x):
+    spmd = gv.partition(gv.propagate(gv.trace(f, x)))
+    assert [(c.kind, c.group_size) for c in spmd.collectives] == [("all-to-all", 2)]
+    assert_unpartitioned(spmd, x, exact=True)
+
+
 def _xla_all_to_all(step, x, shape):
     split, concat = step.dims
     return jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
