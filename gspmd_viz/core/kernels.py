@@ -100,7 +100,8 @@ def _swap_halves(axes, x, split: int, concat: int):
     """An all-to-all over a pair of devices: each keeps the half of `split` that is its own
     and swaps the other, by one collective-permute. The same bytes as XLA's all-to-all, which
     XLA:CPU runs by copying both halves out to send and both in (its own to itself), holding
-    one more copy of the operand than this does."""
+    one more copy of the operand than this does. It costs time on the CPU devices: XLA:CPU's
+    collective-permute takes longer per call than its all-to-all (benchmarks/pair_swap.py)."""
     k, k_concat = x.shape[split] // 2, x.shape[concat]
     # per place in the pair: where its own half starts, where the one it sends starts, where
     # its result starts in [got, own, got] (looked up, not computed: no index arithmetic)
