@@ -786,7 +786,7 @@ def test_an_all_to_all_over_a_pair_swaps_the_half_that_moves():
         assert_unpartitioned(theirs, x)
         return theirs.compiled(x)
 
-    by_xla = _with_kernel("all-to-all", _xla_all_to_all, by_xlas_all_to_all)
+    by_xla = _with_swap(_xla_all_to_all, by_xlas_all_to_all)
     assert "all-to-all(" in by_xla.as_text()
     held = [c.memory_analysis().temp_size_in_bytes for c in (spmd.compiled(x), by_xla)]
     # temporaries: the [8, 16] half received and the partition id. a * a + a is computed into
@@ -835,20 +835,18 @@ def test_a_pair_swap_is_exact_on_what_users_write(f, x):
     assert_unpartitioned(spmd, x, exact=True)
 
 
-def _xla_all_to_all(step, x, shape):
-    split, concat = step.dims
-    return jax.lax.all_to_all(x, step.axes, split, concat, tiled=True)
+def _xla_all_to_all(axes, x, split: int, concat: int):
+    return jax.lax.all_to_all(x, axes, split, concat, tiled=True)
 
 
-def _with_kernel(kind, kernel, run):
-    """run() with the reshard step `kind` lowered by `kernel` instead of ours (a program is
-    lowered when first run or compiled: run() must do both)."""
-    ours = kernels.STEP_KERNELS[kind]
-    kernels.STEP_KERNELS[kind] = kernel
+def _with_swap(swap, run):
+    """run() with a pair's all-to-all lowered by `swap` instead of kernels._swap_halves (a
+    program is lowered when first run or compiled: run() must do both)."""
+    ours, kernels._swap_halves = kernels._swap_halves, swap
     try:
         return run()
     finally:
-        kernels.STEP_KERNELS[kind] = ours
+        kernels._swap_halves = ours
 
 
 def test_a_reshard_result_is_not_held_before_its_last_collective_runs():
