@@ -23,9 +23,10 @@ import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
 
-from gspmd_viz import examples, xla_cost  # noqa: E402
-from gspmd_viz.core.partition import Partitioner  # noqa: E402
+from gspmd_viz.core.partition.partitioner import Partitioner  # noqa: E402
 from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
+from gspmd_viz.xla import cost as xla_cost  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
 
 PLANS = {"greedy": {}, "follow": {"follow": True}, "spread": {"spread": True}}
 

@@ -13,7 +13,7 @@ gv.use_cpu_devices(8)
 import jax  # noqa: E402
 from timing import median_ms  # noqa: E402  (benchmarks/ is the script's directory)
 
-from gspmd_viz import examples  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
 
 LAYERS = (4, 16, 64)
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from timing import paired_times  # (benchmarks/ is the script's directory)
 
-from gspmd_viz import xla_cost
+from gspmd_viz.xla import cost as xla_cost
 
 ROWS = COLS = 1024
 STEPS = 48  # multiply-adds an element: 5 FLOPs each

@@ -1,5 +1,5 @@
 """An all-to-all over a pair of devices, as our kernels run it (one collective-permute of the
-half that moves: kernels._swap_halves) and as XLA's all-to-all: memory and time on the 8 CPU
+half that moves: reshard_kernels._swap_halves) and as XLA's all-to-all: memory and time on the 8 CPU
 devices, side by side in one process (prints; never asserts).
 
 The swap holds less: XLA:CPU's all-to-all copies both halves out to send and both in. It takes
@@ -18,8 +18,9 @@ import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
 
-from gspmd_viz import examples, xla_cost  # noqa: E402
-from gspmd_viz.core import kernels  # noqa: E402
+from gspmd_viz.core.spmd import reshard_kernels  # noqa: E402
+from gspmd_viz.xla import cost as xla_cost  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 
@@ -48,14 +49,14 @@ def both_ways(prop, args, on):
     placed args) and measured while its kernel is in place: a program is lowered when first
     run or compiled, for each placement of its arguments."""
     built = []
-    for swap in (kernels._swap_halves, xlas_all_to_all):
-        ours, kernels._swap_halves = kernels._swap_halves, swap
+    for swap in (reshard_kernels._swap_halves, xlas_all_to_all):
+        ours, reshard_kernels._swap_halves = reshard_kernels._swap_halves, swap
         try:
             spmd = gv.partition(prop)
             spmd(*on)
             built.append((spmd, xla_cost.ours(spmd, args).memory))
         finally:
-            kernels._swap_halves = ours
+            reshard_kernels._swap_halves = ours
     return built
 
 

@@ -29,11 +29,13 @@ gv.use_cpu_devices(8)
 import jax  # noqa: E402
 from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
-from gspmd_viz import examples, xla_cost  # noqa: E402
-from gspmd_viz.core import plan_record, split  # noqa: E402
-from gspmd_viz.core.partition import Partitioner  # noqa: E402
+from gspmd_viz.core.cost import plan_cost as plan_record  # noqa: E402
+from gspmd_viz.core.partition import choose_split as split  # noqa: E402
+from gspmd_viz.core.partition.partitioner import Partitioner  # noqa: E402
 from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
 from gspmd_viz.units import format_bytes, format_time  # noqa: E402
+from gspmd_viz.xla import cost as xla_cost  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
 
 
 @contextlib.contextmanager

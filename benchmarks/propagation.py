@@ -13,7 +13,7 @@ import control_flow  # noqa: E402  (benchmarks/ is the script's directory)
 import jax  # noqa: E402
 from timing import median_ms  # noqa: E402
 
-from gspmd_viz import examples  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
 
 
 def paired_ms(a, b, repeat: int = 15) -> tuple[float, float]:

@@ -15,7 +15,7 @@ gv.use_cpu_devices(8)
 
 from annotations import draw_parser, draws, share  # noqa: E402  (benchmarks/ is the script's directory)
 
-from gspmd_viz import examples  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
 
 
 def main(seed: int, tries: int, part: str) -> None:

@@ -15,8 +15,8 @@ gv.use_cpu_devices(8)
 import jax  # noqa: E402
 from timing import paired_times  # noqa: E402
 
-from gspmd_viz import examples  # noqa: E402
-from gspmd_viz import train_zoo as tz  # noqa: E402
+from gspmd_viz.zoo import examples  # noqa: E402
+from gspmd_viz.zoo import training as tz  # noqa: E402
 
 DP_MESH = gv.Mesh({"x": 8})
 MESH_2D = gv.Mesh({"x": 2, "y": 4})

@@ -67,9 +67,9 @@ def step_replay():
     import jax
 
     import gspmd_viz as gv
-    from gspmd_viz import examples
-    from gspmd_viz import train_zoo as tz
     from gspmd_viz.viz import torus_step
+    from gspmd_viz.zoo import examples
+    from gspmd_viz.zoo import training as tz
 
     mesh = gv.Mesh({"x": 4, "y": 4})  # lesson 07's step, symbolic on 16 devices
     step = gv.weight_update_sharding(tz.make_step(mesh, examples.TRANSFORMER_SPECS), mesh, "x")

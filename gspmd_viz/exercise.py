@@ -1,4 +1,4 @@
-"""Predict-then-check for the lessons (shared/DESIGN.md section 5).
+"""Predict-then-check for the lessons: the learner guesses first, the check says why.
 
 A lesson asks a question, the learner writes `prediction = None` -> their guess, and the check
 cell calls `check(prediction, answer, why)`. Until a guess is made it only says "predict first";

@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 
 from gspmd_viz import sim
-from gspmd_viz.core import whole_plan
-from gspmd_viz.core.split_cost import ChipCost
+from gspmd_viz.core.cost.split_cost import ChipCost
+from gspmd_viz.core.partition import whole_plan
 
 __all__ = ["chip_cost", "partition"]
 
@@ -40,4 +40,4 @@ def partition(prop, chip="tpu-v3", share_idle: bool = True):
     idle share the work (the result gathered or moved after), and keep it when whole_plan.shared
     finds it no costlier and, unless it saves FLOPs, no slower (spmd.notes says so); False:
     idle devices repeat the work, as in XLA's plans."""
-    return whole_plan.partition(prop, chip_cost(chip), share_idle)
+    return whole_plan.best_plan(prop, chip_cost(chip), share_idle)

@@ -1,15 +1,15 @@
 """Pipeline parallelism, public namespace: ``gv.pipeline.schedule(...)`` and friends.
 
 Schedules, their simulation and closed forms live in ``gspmd_viz.sim`` (numpy only); executing a
-schedule on jax devices lives in ``gspmd_viz.core.pipeline``; GSPMD's own pipelining, an
-ordinary annotated program the partitioner pipelines, in ``gspmd_viz.core.pipeline_gspmd``.
+schedule on jax devices lives in ``gspmd_viz.strategies.pipeline_run``; GSPMD's own pipelining, an
+ordinary annotated program the partitioner pipelines, in ``gspmd_viz.strategies.gspmd_pipeline``.
 """
 
-from gspmd_viz.core.pipeline import run, sequential_loss
-from gspmd_viz.core.pipeline_gspmd import gspmd_iterations, gspmd_pipeline, gspmd_sequential
 from gspmd_viz.sim.pipeline import SCHEDULES, Schedule, bubble_fraction, makespan, schedule
 from gspmd_viz.sim.pipeline_engine import ScheduleDeadlock
 from gspmd_viz.sim.pipeline_timing import PipelineTimeline, Placement, place, simulate
+from gspmd_viz.strategies.gspmd_pipeline import gspmd_iterations, gspmd_pipeline, gspmd_sequential
+from gspmd_viz.strategies.pipeline_run import run, sequential_loss
 
 __all__ = [
     "SCHEDULES",

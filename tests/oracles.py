@@ -6,7 +6,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 import gspmd_viz as gv
-from gspmd_viz import xla_cost
+from gspmd_viz.xla import cost as xla_cost
 
 
 def partitioned_and_xla(f, *args, mesh: gv.Mesh, tol: float = 0.0):

@@ -12,8 +12,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from gspmd_viz.core.builder import INLINED, REJECTED
-from gspmd_viz.core.registry import is_known
+from gspmd_viz.core.program.jaxpr_walk import INLINED, REJECTED
+from gspmd_viz.core.rules.registry import is_known
 
 F32, S32 = jnp.ones((4, 4), jnp.float32), jnp.ones((4, 4), jnp.int32)
 ARGS = (  # (traced arrays, static ints after them)

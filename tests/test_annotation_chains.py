@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from strategies import meshes, specs
 
 import gspmd_viz as gv
-from gspmd_viz import xla_collectives
+from gspmd_viz.xla import compiled as xla_collectives
 
 
 def chain(mesh, *annotations):

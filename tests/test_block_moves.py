@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from oracles import partitioned_and_xla
 
 import gspmd_viz as gv
-from gspmd_viz.core.block_moves import pieces, rotation_of
+from gspmd_viz.core.halo.block_moves import pieces, rotation_of
 
 MESHES = [{"x": 2}, {"x": 4}, {"x": 8}, {"x": 4, "y": 2}, {"x": 2, "y": 1, "z": 4}]
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.core.collective import wire_bytes
+from gspmd_viz.core.sharding.collective import wire_bytes
 from gspmd_viz.units import format_bytes
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
+from gspmd_viz.core.spmd.loops_branches import RunCond, RunLoop
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 RNG = np.random.default_rng(0)
@@ -140,9 +141,7 @@ def test_a_scanned_stack_is_partitioned_once_and_counts_every_trip():
     for layers in (2, 6):
         x, ws = arrays((16, 32), (layers, 32, 32))
         prop, spmd = partitioned(residual_stack, x, ws)
-        (loop,) = [
-            ins for ins in spmd.instructions if isinstance(ins, gv.core.spmd_regions.RunLoop)
-        ]
+        (loop,) = [ins for ins in spmd.instructions if isinstance(ins, RunLoop)]
         assert all(c.trips == layers for c in loop.collectives) and loop.collectives
         theirs = xla_bytes(residual_stack, prop, x, ws)
         assert spmd.wire_bytes <= theirs
@@ -161,7 +160,7 @@ def test_the_carried_value_has_one_sharding_on_entry_in_the_body_and_on_exit():
     (init, param, result, final) = loop.carries[0]
     assert prop.sharding(param) == prop.sharding(result) == prop.sharding(final)
     assert prop.sharding(param).spec[0] == ("x",)  # from the annotation on the initial value
-    (run,) = [i for i in spmd.instructions if isinstance(i, gv.core.spmd_regions.RunLoop)]
+    (run,) = [i for i in spmd.instructions if isinstance(i, RunLoop)]
     assert run.carry_shardings == (prop.sharding(param),)
     (_, sliced), ((y, stacked),) = loop.xs[0], loop.ys
     assert prop.sharding(sliced).spec == prop.sharding(loop.xs[0][0]).spec[1:]  # [D, D/y]
@@ -207,7 +206,7 @@ def test_a_stacked_input_split_on_its_scanned_dim_is_gathered_before_the_loop():
         return residual_stack(x, gv.mesh_split(ws, MESH, ("x", None, "y")))
 
     prop, spmd = partitioned(f, x, ws)
-    (run,) = [i for i in spmd.instructions if isinstance(i, gv.core.spmd_regions.RunLoop)]
+    (run,) = [i for i in spmd.instructions if isinstance(i, RunLoop)]
     before = [c for c in spmd.collectives if c.trips == 1]
     assert any(c.kind == "all-gather" and c.axes == ("x",) for c in before)
     assert_runs_exact(spmd, x, ws)
@@ -255,7 +254,7 @@ def test_switch_branches_agree_on_their_outputs_and_every_branch_runs_exact():
     (cond,) = prop.program.conds
     ((results, out),) = cond.results
     assert all(prop.sharding(r) == prop.sharding(out) for r in results)
-    (run,) = [i for i in spmd.instructions if isinstance(i, gv.core.spmd_regions.RunCond)]
+    (run,) = [i for i in spmd.instructions if isinstance(i, RunCond)]
     assert run.shardings == (prop.sharding(out),)  # every branch hands back this layout
     assert prop.sharding(cond.selector).is_replicated
     assert spmd.wire_bytes <= xla_bytes(three_way, prop, x, w, jnp.array([0], jnp.int32))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from strategies import sharded_shapes
 
 import gspmd_viz as gv
-from gspmd_viz.core.sharding import short_dtype
+from gspmd_viz.core.sharding.sharding import short_dtype
 from gspmd_viz.viz import editor as editor_module
 from gspmd_viz.viz.editor import DTYPES, ShardingEditor, axis_options
 from gspmd_viz.viz.notation import parse_mesh, parse_shape

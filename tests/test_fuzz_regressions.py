@@ -304,7 +304,7 @@ def test_a_clamped_dynamic_slice_before_a_reshard_reads_the_clamped_rows(start):
     """int32[2,6] on Mesh(z=4, w=2, y=1), transposed, 4 rows read at a dynamic start, then
     re-split by rows: XLA:CPU folded the local dynamic_slice into the reshard's and clamped
     the start with the wrong bound (rows 4:6 where 2:4 was right: 2.0 off), for every start
-    outside 0..2. The local op now clamps its starts itself (kernels.clamped_starts)."""
+    outside 0..2. The local op now clamps its starts itself (local_kernels.local_indices)."""
     mesh = gv.Mesh({"z": 4, "w": 2, "y": 1})
 
     def f(h, i):

@@ -16,8 +16,8 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 import gspmd_viz as gv
-from gspmd_viz.core.halo_exchange import SpatialSplit, bytes_sent_per_device, exchange_halo
-from gspmd_viz.core.halo_program import spatial_program
+from gspmd_viz.core.halo.exchange import SpatialSplit, bytes_sent_per_device, exchange_halo
+from gspmd_viz.core.halo.spatial_program import spatial_program
 
 RNG = np.random.default_rng(0)
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from jax import lax
 
 import gspmd_viz as gv
-from gspmd_viz.core.halo_ops import WINDOWED
-from gspmd_viz.core.halo_program import spatial_program
-from gspmd_viz.core.spmd import Halo
+from gspmd_viz.core.halo.spatial_program import spatial_program
+from gspmd_viz.core.halo.windowed_ops import WINDOWED
+from gspmd_viz.core.spmd.instructions import Halo
 
 RNG = np.random.default_rng(1)
 

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from strategies import meshes, sharded_shapes
 
 import gspmd_viz as gv
-from gspmd_viz.core.hlo import parse_hlo
+from gspmd_viz.core.sharding.hlo_text import parse_tile_assignment
 
 
 def _layout(text: str, ndim: int, devices: int) -> np.ndarray:
     """[tiles..., replicas] with each replica group sorted; `{replicated}` -> one full group."""
-    tiles = parse_hlo(text)
+    tiles = parse_tile_assignment(text)
     if tiles is None:
         tiles = np.arange(devices).reshape((1,) * ndim + (devices,))
     return np.sort(tiles, axis=-1)

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz import examples
 from gspmd_viz.viz.ledger_sizes import moves_by_equation, size_change_text, size_changes
+from gspmd_viz.zoo import examples
 
 FSDP = {"x": ("x", None), "w1": ("x", "y"), "w2": ("y", "x")}  # weights stored 256 ways
 D, H, N = examples.D_MODEL, examples.HIDDEN, 16  # N: devices on each mesh axis

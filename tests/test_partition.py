@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz import examples
+from gspmd_viz.zoo import examples
 
 
 def assert_unpartitioned(spmd, *args, exact=False):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.core.pipeline_gspmd import gspmd_iterations, gspmd_pipeline, gspmd_sequential
+from gspmd_viz.strategies.gspmd_pipeline import gspmd_iterations, gspmd_pipeline, gspmd_sequential
 
 RNG = np.random.default_rng(7)
 

@@ -10,7 +10,7 @@ import pytest
 from primitive_coverage import table
 
 import gspmd_viz as gv
-from gspmd_viz.core.registry import is_known
+from gspmd_viz.core.rules.registry import is_known
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 

@@ -7,6 +7,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import gspmd_viz as gv
+from gspmd_viz.core.program.trace import Literal, Value
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 
@@ -88,8 +89,8 @@ def test_pretty_shows_types_and_shardings():
 def test_literals_and_constants_are_operands_not_values():
     prog = gv.trace(lambda x: x * 2.0 + jnp.arange(3.0), jnp.ones(3))
     mul = prog.equations[0]
-    assert isinstance(mul.inputs[1], gv.core.program.Literal)
-    assert all(isinstance(v, gv.core.program.Value) for e in prog.equations for v in e.outputs)
+    assert isinstance(mul.inputs[1], Literal)
+    assert all(isinstance(v, Value) for e in prog.equations for v in e.outputs)
 
 
 def test_evaluate_rebinds_every_equation():

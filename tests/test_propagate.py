@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gspmd_viz as gv
-from gspmd_viz import examples
+from gspmd_viz.zoo import examples
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 F32 = jnp.float32

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import meshes, specs
 
 import gspmd_viz as gv
-from gspmd_viz import xla_collectives
+from gspmd_viz.xla import compiled as xla_collectives
 
 XY = gv.Mesh({"x": 4, "y": 2})
 

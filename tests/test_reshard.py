@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gspmd_viz as gv
-from gspmd_viz.core.execute import device_buffers, pad_global, pending_axes
-from gspmd_viz.core.kernels import apply_plan
-from gspmd_viz.core.permutes import moving, permute_rounds
-from gspmd_viz.core.reshard import reshard_plan
+from gspmd_viz.core.reshard.permute_rounds import moving, permute_rounds
+from gspmd_viz.core.reshard.planner import reshard_plan
+from gspmd_viz.core.spmd.reshard_kernels import apply_plan
+from gspmd_viz.core.spmd.run import device_buffers, pad_global, pending_axes
 
 MESHES = [{"x": 8}, {"x": 2, "y": 4}, {"x": 4, "y": 2}, {"x": 2, "y": 2, "z": 2}, {"x": 3, "y": 2}]
 MESHES += [{"x": 4, "y": 1, "z": 2}]  # a size-1 axis splits nothing and sums nothing

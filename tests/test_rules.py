@@ -8,9 +8,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import gspmd_viz as gv
-from gspmd_viz import examples
-from gspmd_viz.core.factors import FactorRule
-from gspmd_viz.core.registry import is_known, rule_for
+from gspmd_viz.core.rules.factors import FactorRule
+from gspmd_viz.core.rules.registry import is_known, rule_for
+from gspmd_viz.zoo import examples
 
 
 def rule_of(fn, *shapes, index=-1):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from strategies import meshes, specs
 
 import gspmd_viz as gv
-from gspmd_viz import xla_collectives
+from gspmd_viz.xla import compiled as xla_collectives
 
 RNG = np.random.default_rng(0)
 MODES = ["drop", "clip", "promise_in_bounds", None]

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz import examples
-from gspmd_viz import train_zoo as tz
-from gspmd_viz.core.training import with_axis
+from gspmd_viz.strategies.weight_update import with_axis
+from gspmd_viz.zoo import examples
+from gspmd_viz.zoo import training as tz
 
 DP_MESH = gv.Mesh({"x": 8})
 MESH_2D = gv.Mesh({"x": 2, "y": 4})

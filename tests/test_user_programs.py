@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from strategies import meshes, specs
 
 import gspmd_viz as gv
-from gspmd_viz import xla_collectives
-from gspmd_viz.core.devices import DeviceCountError
+from gspmd_viz.core.sharding.devices import DeviceCountError
+from gspmd_viz.xla import compiled as xla_collectives
 
 X2 = gv.Mesh({"x": 2})
 X8 = gv.Mesh({"x": 8})

@@ -3,7 +3,6 @@
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz import examples
 from gspmd_viz.viz import viewport
 from gspmd_viz.viz.graph import LINKED, program_graph
 from gspmd_viz.viz.propagation import (
@@ -16,6 +15,7 @@ from gspmd_viz.viz.propagation import (
     neighbourhood,
     step_text,
 )
+from gspmd_viz.zoo import examples
 
 
 def mlp_prop():

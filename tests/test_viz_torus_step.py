@@ -10,10 +10,10 @@ import jax
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz import examples
-from gspmd_viz import train_zoo as tz
 from gspmd_viz.sim import placement as pl
 from gspmd_viz.viz import torus_step
+from gspmd_viz.zoo import examples
+from gspmd_viz.zoo import training as tz
 
 SLICE = gv.sim.preset("4x4")
 RING = {"all-reduce": lambda n: 2 * (n - 1) / n, "all-gather": lambda n: (n - 1) / n,

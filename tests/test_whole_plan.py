@@ -10,13 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gspmd_viz as gv
-from gspmd_viz import examples, xla_cost
-from gspmd_viz.core import whole_plan
-from gspmd_viz.core.follow import result_driven
-from gspmd_viz.core.partition import Partitioner
-from gspmd_viz.core.plan_record import with_cost
-from gspmd_viz.core.recompute import barriers
+from gspmd_viz.core.cost.plan_cost import with_cost
+from gspmd_viz.core.partition import whole_plan
+from gspmd_viz.core.partition.follow_xla import result_driven
+from gspmd_viz.core.partition.partitioner import Partitioner
+from gspmd_viz.core.spmd.checkpoint_barriers import barriers
 from gspmd_viz.partition_on_chip import chip_cost
+from gspmd_viz.xla import cost as xla_cost
+from gspmd_viz.zoo import examples
 from tests.oracles import place_flops
 from tests.test_cost import annotated, check_against_xla
 from tests.test_partition import assert_unpartitioned

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.xla_collectives import collectives, parse_line, replica_groups
+from gspmd_viz.xla.compiled import collectives, parse_line, replica_groups
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 

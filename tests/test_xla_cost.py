@@ -6,11 +6,11 @@ import pytest
 from jax.sharding import PartitionSpec
 
 import gspmd_viz as gv
-from gspmd_viz import xla_cost
-from gspmd_viz.core import kernels
-from gspmd_viz.core.partition import Partitioner
-from gspmd_viz.core.plan_record import ALL_REDUCE_FLOPS, NAN_KEEPING_FLOPS
+from gspmd_viz.core.cost.plan_cost import ALL_REDUCE_FLOPS, NAN_KEEPING_FLOPS
+from gspmd_viz.core.partition.partitioner import Partitioner
+from gspmd_viz.core.spmd import local_kernels
 from gspmd_viz.partition_on_chip import chip_cost
+from gspmd_viz.xla import cost as xla_cost
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 M, K, N = 16, 32, 64
@@ -97,7 +97,7 @@ def test_an_all_reduce_counts_the_flops_xla_counts(combine, per_element):
     mesh = MESH.to_jax()
     x = jnp.ones((8, 16, 32))  # [4, 16, 32] a device
     local = jax.shard_map(
-        lambda a: kernels.all_reduce(a, combine, ("y",)),
+        lambda a: local_kernels.all_reduce(a, combine, ("y",)),
         mesh=mesh,
         in_specs=PartitionSpec("x"),
         out_specs=PartitionSpec("x"),
@@ -109,7 +109,7 @@ def test_an_all_reduce_counts_the_flops_xla_counts(combine, per_element):
 @pytest.mark.parametrize("blocks", [2, 4, 8])
 def test_flops_count_a_fused_chain_once_however_many_slices_read_it(blocks):
     # XLA:CPU fuses a * a + a into each block's slice, and its cost analysis charges every
-    # fusion for the whole chain; unfused (xla_cost.WORK), the chain counts once: 2 FLOPs an
+    # fusion for the whole chain; unfused (xla.cost.WORK), the chain counts once: 2 FLOPs an
     # element of [16, 32]. benchmarks/fusion_count.py times both: the blocks take the time of
     # computing the array once.
     def cut(a):

@@ -4,8 +4,8 @@ import jax.numpy as jnp
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz import examples
-from gspmd_viz.xla_dump import entry_instructions, parse_instruction
+from gspmd_viz.xla.dump import entry_instructions, parse_instruction
+from gspmd_viz.zoo import examples
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 

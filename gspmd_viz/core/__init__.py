@@ -1,55 +1,44 @@
-"""Reference GSPMD: mesh, sharding, trace, propagate, partition, execute.
+"""Reference GSPMD: one folder per phase, in the order a program goes through them.
 
-Read the modules top to bottom in this order; each imports only modules above it:
-  mesh         devices mesh          simulated CPU devices; the logical mesh of named axes
-  notations    hlo                   HloSharding text <-> a spec on a mesh
-  sharding     sharding              per tensor dim, the mesh axes splitting it
-  annotate     annotate              gv.mesh_split, the user's annotation
-  program      values slice_of_pad builder program
-                                     gv.trace: a jaxpr flattened into Values and Equations
-                                     (the records, a slice of a pad traced as a pad of a
-                                     slice, the jaxpr walk, the Program)
-  registry     factors families families_indexed registry
-                                     factor rules, the families that build them, and one
-                                     entry per primitive (everything the passes know about it)
-  propagate    propagation propagate the plain record, and the algorithm that fills it
-  collectives  collective            a collective and its wire bytes
-  halo         halo_rounds halo halo_exchange halo_ops halo_program block_moves
-                                     permute rounds (packed by distance or by source), halo
-                                     arithmetic, the per-device exchange, windowed ops per
-                                     dim, whole spatially split conv nets, and rolls and
-                                     flips that move whole blocks
-  reshard      permutes moves reshard
-                                     who sends which block to whom where each new block
-                                     lies in an old one (in rounds); the single steps
-                                     between shardings; the cheapest plan
-  execute      spmd spmd_regions lower kernels reduce_combine split_cost staging
-               plan_record recompute execute
-                                     per-device instructions (loops and branches apart) as
-                                     data and text, local lowering, the kernels one device
-                                     runs, reductions combined right away (max, argmax), what
-                                     a split and a plan cost beyond bytes (work done twice,
-                                     FLOPs, time on a chip, memory: what collectives stage,
-                                     the buffers each instruction reads) and the plan's
-                                     record, a checkpoint's
-                                     recomputation kept apart, and running
-                                     instructions from a table
-  partition    split follow lookahead remake regions partition whole_plan
-                                     choosing each equation's split; the split XLA takes
-                                     (the follow plan's); what handing its
-                                     results on costs, one reader ahead; values made from
-                                     scalars made again where needed; loops partitioned
-                                     once into a per-device loop; the pass itself; its
-                                     greedy plan against following propagation everywhere
-  programs     pipeline pipeline_gspmd training
-                                     built on the above: pipeline schedules run under
-                                     shard_map; GSPMD's pipelining as an annotated program;
-                                     weight-update sharding by annotations alone
-Execute comes before partition because partition returns the runnable SPMDProgram.
+  sharding/     where a tensor lives: devices, mesh, Sharding, HloSharding text, mesh_split
+  program/      what is partitioned: gv.trace turns a jaxpr into Values and Equations
+  rules/        what each primitive says about its dims: one factor rule per primitive
+  propagation/  annotate a few tensors, infer the rest
+  reshard/      move a tensor from one sharding to another with collectives
+  halo/         windowed ops (convolutions, pooling) on split spatial dims
+  spmd/         the per-device program as data, and running it under jax.shard_map
+  cost/         what a split and a plan cost: FLOPs, bytes, time on a chip, memory
+  partition/    the pass: each equation's split, loops and branches, the whole plan
 
-Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
-families families_indexed registry propagation propagate collective halo_rounds halo
-halo_exchange halo_ops halo_program block_moves permutes moves reshard spmd spmd_regions lower
-kernels reduce_combine split_cost staging plan_record recompute execute split follow lookahead
-remake regions partition whole_plan pipeline pipeline_gspmd training
+Read first, in this order (each adds one idea):
+  1. sharding/mesh.py            a logical mesh of named axes
+  2. sharding/sharding.py        per tensor dim, the mesh axes splitting it
+  3. sharding/mesh_split.py      the user's annotation
+  4. program/trace.py            a jaxpr flattened into Values and Equations
+  5. rules/factors.py            einsum-like factor rules ("b i k, b k j -> b i j")
+  6. rules/registry.py           one entry per primitive
+  7. propagation/algorithm.py    propagation by factor, priority by priority
+  8. reshard/steps.py            all-gather, all-to-all, slice, permute between two shardings
+  9. spmd/instructions.py        the per-device program as data, printed as text
+ 10. partition/partitioner.py    the pass that writes it
+Then halo/ (windowed ops) and spmd/run.py (running it). Beyond GSPMD, later reading: cost/ and
+partition/{choose_split,lookahead,whole_plan}.py choose among plans by cost on a chip (GSPMD
+takes propagation's split everywhere; partition/follow_xla.py does that too).
+
+Each module imports only modules listed before it here (tests/test_core_layout.py checks):
+
+Module order:
+  sharding.devices sharding.mesh sharding.hlo_text sharding.sharding sharding.mesh_split
+  sharding.collective
+  program.records program.slice_of_pad program.jaxpr_walk program.trace
+  rules.factors rules.families rules.gather_scatter rules.registry
+  propagation.record propagation.algorithm
+  reshard.permute_rounds reshard.steps reshard.planner
+  halo.rounds halo.arithmetic halo.exchange halo.windowed_ops halo.spatial_program
+  halo.block_moves
+  spmd.instructions spmd.loops_branches spmd.local_ops spmd.reshard_kernels spmd.local_kernels
+  spmd.reduce_combine spmd.checkpoint_barriers spmd.run
+  cost.split_cost cost.staged_bytes cost.plan_cost
+  partition.choose_split partition.partitioner_state partition.follow_xla partition.lookahead
+  partition.remake_scalars partition.control_flow partition.partitioner partition.whole_plan
 """

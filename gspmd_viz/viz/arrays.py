@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.viz.blocks import Block, blocks, device_label, summary
 
 
@@ -245,6 +245,21 @@ def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) ->
         xgap=1.5 if labels else 0,
         ygap=1.5 if labels else 0,
     )
+    _draw_padding(panel, shape, padded)
+    if labels:  # drawn last, so padding hatching never covers a device label
+        panel.add("scatter", **_labels(cells, ndim))
+    x_axis = {"range": [0, x[-1]], "tickvals": x if len(x) <= 17 else None, "showgrid": False}
+    y_axis = {"range": [y[-1], 0], "tickvals": y if len(y) <= 17 else None, "showgrid": False,
+              "showticklabels": ndim >= 2}  # fmt: skip
+    if bottom:
+        x_axis["title"] = {"text": _axis_title(sharding, shape, ndim - 1)}
+    if ndim >= 2 and col == 1:
+        y_axis["title"] = {"text": _axis_title(sharding, shape, ndim - 2)}
+    panel.axes(x_axis, y_axis)
+
+
+def _draw_padding(panel, shape, padded) -> None:
+    """Hatch the padding an uneven split adds on the right of each dim."""
     for x0, x1, y0, y1 in _padding_rects(shape, padded):
         panel.add(
             "scatter",
@@ -258,16 +273,6 @@ def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) ->
             hoverinfo="skip",
             name="padding",
         )
-    if labels:  # drawn last, so padding hatching never covers a device label
-        panel.add("scatter", **_labels(cells, ndim))
-    x_axis = {"range": [0, x[-1]], "tickvals": x if len(x) <= 17 else None, "showgrid": False}
-    y_axis = {"range": [y[-1], 0], "tickvals": y if len(y) <= 17 else None, "showgrid": False,
-              "showticklabels": ndim >= 2}  # fmt: skip
-    if bottom:
-        x_axis["title"] = {"text": _axis_title(sharding, shape, ndim - 1)}
-    if ndim >= 2 and col == 1:
-        y_axis["title"] = {"text": _axis_title(sharding, shape, ndim - 2)}
-    panel.axes(x_axis, y_axis)
 
 
 def _labels(cells: list[Block], ndim: int) -> dict:

@@ -12,7 +12,7 @@ from math import prod
 
 import numpy as np
 
-from gspmd_viz.core.sharding import Sharding, short_dtype
+from gspmd_viz.core.sharding.sharding import Sharding, short_dtype
 from gspmd_viz.units import format_bytes
 
 

@@ -12,8 +12,8 @@ from itertools import permutations
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from gspmd_viz.core.hlo import parse_hlo
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.sharding.hlo_text import parse_tile_assignment
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.viz.arrays import layout_dict
 from gspmd_viz.viz.blocks import layout_text
 from gspmd_viz.viz.inline import STALE_CSS, error_html, error_line, inline_errors
@@ -108,7 +108,7 @@ class ShardingEditor(widgets.VBox):
         if not text or self.mesh is None:
             return
         try:
-            tiles = parse_hlo(text)
+            tiles = parse_tile_assignment(text)
             if tiles is not None and tiles.ndim - 1 != len(self.shape):
                 raise ValueError(
                     f"{text} is for a tensor of rank {tiles.ndim - 1} but the shape "

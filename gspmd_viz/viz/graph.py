@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import graphviz
 
-from gspmd_viz.core.program import Program, Value
-from gspmd_viz.core.sharding import axes_text
+from gspmd_viz.core.program.trace import Program, Value
+from gspmd_viz.core.sharding.sharding import axes_text
 
 PALETTE = [
     "#8dd3c7",
@@ -69,7 +69,40 @@ def program_graph(
     marked, notes, edge_labels = marked or {}, notes or {}, edge_labels or {}
     shardings = {v: sharding(v) for v in program.values} if sharding else {}
     fill = colours(shardings.values())
-    g = graphviz.Digraph(
+
+    def colour(v: Value) -> str:
+        s = shardings.get(v)
+        return REPLICATED if s is None or s.is_replicated else fill[spec_text(s)]
+
+    g = _digraph(rankdir)
+    for k, v in enumerate(program.inputs):
+        extra = {"color": LINKED, "penwidth": "3"} if f"in{k}" in linked else {}
+        g.node(f"in{k}", _label(f"input {k}", v, shardings.get(v), None), **extra,
+               shape="ellipse", fillcolor=colour(v))  # fmt: skip
+    source = _sources(program)
+    clusters = _clusters(program)
+    for e in program.equations:
+        out = e.outputs[0]
+        attrs = _equation_attrs(e, program, colour(out), highlight, marked, linked)
+        note = " / ".join(x for x in (notes.get(e.index), marked.get(e.index)) if x) or None
+        label = _label(f"{e.index}: {e.primitive}", out, shardings.get(out), note)
+        _owner(clusters, e.index, g).node(f"e{e.index}", label, **attrs)
+        for v in dict.fromkeys(e.value_inputs):
+            src = source[v]
+            key = (int(src[1:]) if src.startswith("e") else -1 - int(src[2:]), e.index)
+            g.edge(src, f"e{e.index}", label=edge_labels.get(key, ""))
+    _attach(clusters, g)
+    return g
+
+
+def _sources(program: Program) -> dict:
+    """Value -> the node that makes it (a loop's carry edge reads a body result made later)."""
+    source = {v: f"in{k}" for k, v in enumerate(program.inputs)}
+    return source | {v: f"e{e.index}" for e in program.equations for v in e.outputs}
+
+
+def _digraph(rankdir: str) -> graphviz.Digraph:
+    return graphviz.Digraph(
         graph_attr={"rankdir": rankdir, "nodesep": "0.15", "ranksep": "0.25", "bgcolor": "white"},
         node_attr={
             "shape": "box",
@@ -81,47 +114,20 @@ def program_graph(
         edge_attr={"arrowsize": "0.5", "color": "#777777", "fontsize": "9"},
     )
 
-    def colour(v: Value) -> str:
-        s = shardings.get(v)
-        return REPLICATED if s is None or s.is_replicated else fill[spec_text(s)]
 
-    source = {}
-    for k, v in enumerate(program.inputs):
-        source[v] = f"in{k}"
-        linked_attrs = {"color": LINKED, "penwidth": "3"} if f"in{k}" in linked else {}
-        g.node(
-            f"in{k}",
-            _label(f"input {k}", v, shardings.get(v), None),
-            shape="ellipse",
-            fillcolor=colour(v),
-            **linked_attrs,
-        )
-    clusters = _clusters(program)
-    # a loop's carry edge reads the body's result, made further down
-    source |= {v: f"e{e.index}" for e in program.equations for v in e.outputs}
-    for e in program.equations:
-        out = e.outputs[0]
-        attrs = {"fillcolor": colour(out)}
-        if out in program.annotations:
-            attrs["peripheries"] = "2"
-        if e.index in marked:
-            attrs |= {"color": HIGHLIGHT, "style": "rounded,filled,dashed", "penwidth": "2"}
-        if f"e{e.index}" in linked:
-            attrs |= {"color": LINKED, "penwidth": "3"}
-        if e.index in highlight:
-            attrs |= {"color": HIGHLIGHT, "penwidth": "3"}
-        note = " / ".join(x for x in (notes.get(e.index), marked.get(e.index)) if x) or None
-        _owner(clusters, e.index, g).node(
-            f"e{e.index}",
-            _label(f"{e.index}: {e.primitive}", out, shardings.get(out), note),
-            **attrs,
-        )
-        for v in dict.fromkeys(e.value_inputs):
-            src = source[v]
-            key = (int(src[1:]) if src.startswith("e") else -1 - int(src[2:]), e.index)
-            g.edge(src, f"e{e.index}", label=edge_labels.get(key, ""))
-    _attach(clusters, g)
-    return g
+def _equation_attrs(e, program: Program, fill: str, highlight, marked, linked) -> dict:
+    """An equation node's look: its result's colour, a double border where annotated, red
+    dashed where marked, blue where linked, red and thick where highlighted."""
+    attrs = {"fillcolor": fill}
+    if e.outputs[0] in program.annotations:
+        attrs["peripheries"] = "2"
+    if e.index in marked:
+        attrs |= {"color": HIGHLIGHT, "style": "rounded,filled,dashed", "penwidth": "2"}
+    if f"e{e.index}" in linked:
+        attrs |= {"color": LINKED, "penwidth": "3"}
+    if e.index in highlight:
+        attrs |= {"color": HIGHLIGHT, "penwidth": "3"}
+    return attrs
 
 
 # --- loops and branches as clusters ------------------------------------------------------------
@@ -131,7 +137,7 @@ def _titles(program: Program) -> list[tuple[range, str]]:
     """(equations, title) of every loop body, while condition and cond branch."""
     out = []
     for loop in program.loops:
-        carried = ", ".join(c[1].name for c in loop.carries)
+        carried = ", ".join(c.param.name for c in loop.carries)
         trips = "data-dependent trips" if loop.counted else f"× {loop.trips} trips"
         out.append((loop.body, f"{loop.primitive} body, {trips}; carries {carried or '-'}"))
         if loop.pred is not None:

@@ -12,7 +12,7 @@ import re
 
 import ipywidgets as widgets
 
-from gspmd_viz.core.halo import HaloPlan
+from gspmd_viz.core.halo.arithmetic import HaloPlan
 from gspmd_viz.units import format_bytes
 from gspmd_viz.viz.halo_draw import Scene, scene, svg
 from gspmd_viz.viz.inline import error_html, inline_errors, stale_html

@@ -18,8 +18,8 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.core.halo import HaloPlan, halo_plan, padding_for
-from gspmd_viz.core.halo_exchange import HaloPermute, SpatialSplit, halo_permutes
+from gspmd_viz.core.halo.arithmetic import HaloPlan, halo_plan, padding_for
+from gspmd_viz.core.halo.exchange import HaloPermute, SpatialSplit, halo_permutes
 from gspmd_viz.units import format_bytes
 
 GAP = 2  # cells between device boxes

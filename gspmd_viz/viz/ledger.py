@@ -14,9 +14,9 @@ from __future__ import annotations
 import html
 import math
 
-from gspmd_viz.core.execute import SPMDProgram
-from gspmd_viz.core.program import Value
-from gspmd_viz.core.spmd import (
+from gspmd_viz.core.program.trace import Value, trace
+from gspmd_viz.core.propagation.algorithm import propagate
+from gspmd_viz.core.spmd.instructions import (
     Combine,
     Compute,
     Halo,
@@ -24,18 +24,17 @@ from gspmd_viz.core.spmd import (
     Reshard,
     instruction_collectives,
 )
+from gspmd_viz.core.spmd.run import SPMDProgram
+from gspmd_viz.partition_on_chip import partition
 from gspmd_viz.sim import CHIPS, placement
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.graph import program_graph, svg
 from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
 from gspmd_viz.viz.plan_cost import plan_text
+from gspmd_viz.xla import cost as xla_cost
+from gspmd_viz.zoo import examples
 
 COLLECTIVE = "#b00020"  # edge labels: the communication stands out
-
-
-def payload_bytes(c) -> float:
-    """The S of the wire formulas: all-gather's result, others' operand."""
-    return c.operand_bytes * (c.group_size if c.kind == "all-gather" else 1)
 
 
 def on_slice(mesh) -> tuple:
@@ -48,7 +47,7 @@ def seconds(c, chip: str, topo, where) -> float:
     """Time on `chip` over every trip of the loops around the collective, on the chips of the
     slice `topo` its mesh axes occupy (`where`: sim.placement.place)."""
     sub = placement.sub_torus(where, c.axes, topo)
-    return c.trips * placement.collective_seconds(c.kind, payload_bytes(c), sub, chip)
+    return c.trips * placement.collective_seconds(c.kind, c.payload_bytes, sub, chip)
 
 
 # --- rows: one per collective, with the graph edge it belongs to -------------------------------
@@ -210,7 +209,7 @@ def time_bars(spmd: SPMDProgram, chip: str) -> str:
 
 def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0, xla=None) -> str:
     """Graph (at its natural size), times, the plan's cost (beside XLA's, given `xla`: an
-    xla_cost.Side), collective table and one device's view."""
+    xla.cost.Side), collective table and one device's view."""
     pre = "<pre style='font-size:12px;margin:4px 0 12px 0'>{}</pre>"
     graph = svg(ledger_graph(spmd, chip))
     graph = graph[graph.index("<svg") :]
@@ -234,11 +233,8 @@ def _as_spmd(program) -> tuple[SPMDProgram, object]:
     if isinstance(program, SPMDProgram):
         return program, None
     if isinstance(program, str):
-        import gspmd_viz as gv
-        from gspmd_viz import examples, xla_cost
-
         ex = examples.get(program)
-        spmd = gv.partition(gv.propagate(gv.trace(ex.fn, *ex.args)))
+        spmd = partition(propagate(trace(ex.fn, *ex.args)))
         return spmd, xla_cost.compare(ex.fn, ex.args, spmd)
     raise TypeError(
         "the ledger shows a partitioned program: pass gv.partition(...) or a zoo name "
@@ -264,7 +260,7 @@ class LedgerWidget:
     def __init__(self, program="mlp", chip: str = "tpu-v3", device: int = 0, xla=None):
         import ipywidgets as w
 
-        self.xla = xla  # XLA's compiled figures beside ours (xla_cost.Side), if known
+        self.xla = xla  # XLA's compiled figures beside ours (xla.cost.Side), if known
         self.out, self.message = w.HTML(), w.HTML()
         self.chip = w.Dropdown(options=sorted(CHIPS), value=chip, description="TPU")
         self.device = w.Text(value=str(device), description="device", continuous_update=False)
@@ -303,8 +299,3 @@ class LedgerWidget:
         from IPython.display import display
 
         display(self.box)
-
-
-def show_ledger(program="mlp", chip: str = "tpu-v3", device: int = 0, xla=None) -> LedgerWidget:
-    """The ledger widget; `xla=gv.xla_cost.compare(f, args, spmd)` puts XLA's figures beside."""
-    return LedgerWidget(program, chip, device, xla)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import NamedTuple
 
-from gspmd_viz.core.execute import SPMDProgram
+from gspmd_viz.core.spmd.run import SPMDProgram
 from gspmd_viz.units import format_bytes
 from gspmd_viz.viz.ledger import rows
 from gspmd_viz.viz.plan_cost import plan_text

@@ -2,8 +2,8 @@
 
 import re
 
-from gspmd_viz.core.mesh import Mesh
-from gspmd_viz.core.sharding import Sharding, spec_entry
+from gspmd_viz.core.sharding.mesh import Mesh
+from gspmd_viz.core.sharding.sharding import Sharding, spec_entry
 
 _MESH_ITEM = re.compile(r"\s*([A-Za-z_]\w*)\s*[=:]\s*(-?\d+)\s*")
 

@@ -18,9 +18,9 @@ import time
 
 import ipywidgets as W
 
-from gspmd_viz import examples
-from gspmd_viz.core.program import trace
-from gspmd_viz.core.propagate import propagate
+from gspmd_viz import xla
+from gspmd_viz.core.program.trace import trace
+from gspmd_viz.core.propagation.algorithm import propagate
 from gspmd_viz.viz import viewport
 from gspmd_viz.viz.graph import HIGHLIGHT, LINKED, legend_html, node_of, program_graph, svg
 from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
@@ -31,6 +31,7 @@ from gspmd_viz.viz.propagation_parts import (
     neighbourhood,
     why_options,
 )
+from gspmd_viz.zoo import examples
 
 NONE = "-"
 FOCUS = (760, 430)  # px: the window that follows the active equation
@@ -138,8 +139,6 @@ class PropagationWidget:
     def comparison(self):
         key = tuple(sorted((k, str(v)) for k, v in self.example.specs.items()))
         if key not in self.xla_cache:
-            from gspmd_viz import xla
-
             self.xla_cache[key] = xla.compare(self.prop)
         return self.xla_cache[key]
 
@@ -275,7 +274,3 @@ class PropagationWidget:
         from IPython.display import display
 
         display(self.box)
-
-
-def show_propagation(name: str = "mlp", mesh=None, xla: bool = False) -> PropagationWidget:
-    return PropagationWidget(name, mesh, xla)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import jax
 
-from gspmd_viz import examples
-from gspmd_viz.core.program import Value
-from gspmd_viz.core.sharding import Sharding
+from gspmd_viz.core.program.trace import Value
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.viz.graph import node_of
+from gspmd_viz.zoo import examples
 
 
 def neighbourhood(prop, eqn: int) -> list[str]:

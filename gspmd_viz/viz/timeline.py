@@ -40,38 +40,41 @@ def time_vs_payload(
     for i, name in enumerate(algorithms):
         colour = _COLOURS[i % len(_COLOURS)]
         times = [sim.closed_form(topo, kind, s, name, chip=chip) for s in sizes]
-        fig.add_trace(
-            go.Scatter(
-                x=sizes,
-                y=times,
-                mode="lines",
-                name=name,
-                line={"dash": _DASH.get(name), "width": 2.5, "color": colour},
-            )  # fmt: skip
-        )
+        line = {"dash": _DASH.get(name), "width": 2.5, "color": colour}
+        fig.add_trace(go.Scatter(x=sizes, y=times, mode="lines", name=name, line=line))
         if simulate_markers:
-            pts = [s for s in sizes[::4] if s % sim.schedule(topo, kind, name).n_chunks == 0]
-            tl = [sim.simulate(topo, kind, int(s), name, chip=chip).time_s for s in pts]
-            fig.add_trace(
-                go.Scatter(
-                    x=pts,
-                    y=tl,
-                    mode="markers",
-                    name=f"{name} (simulated)",
-                    marker={"symbol": "circle-open", "size": 9, "color": colour},
-                    showlegend=False,
-                )  # fmt: skip
-            )
+            fig.add_trace(_simulated(topo, kind, name, sizes[::4], chip, colour))
     bound = [sim.lower_bound(topo, kind, s, chip=chip) for s in sizes]
+    line = {"color": "black", "dash": "dot", "width": 1.5}
     fig.add_trace(
-        go.Scatter(
-            x=sizes,
-            y=bound,
-            mode="lines",
-            name="bandwidth lower bound",
-            line={"color": "black", "dash": "dot", "width": 1.5},
-        )  # fmt: skip
+        go.Scatter(x=sizes, y=bound, mode="lines", name="bandwidth lower bound", line=line)
     )
+    _mark_crossover(fig, topo, kind, algorithms, sizes, chip)
+    ticks = [t for t in 2.0 ** np.arange(0, 41, 5) if sizes[0] <= t <= sizes[-1]]
+    xaxis = {"type": "log", "title": "payload per chip", "tickvals": ticks}
+    xaxis["ticktext"] = [format_bytes(t) for t in ticks]
+    fig.update_layout(
+        title=f"{kind} time vs payload on {topo.describe()} ({sim.chip(chip).name})",
+        xaxis=xaxis,
+        yaxis={"type": "log", "title": "time", "exponentformat": "SI", "ticksuffix": "s"},
+        height=480,
+        width=800,
+        margin={"t": 60},
+    )
+    return fig
+
+
+def _simulated(topo, kind: str, name: str, sizes, chip: str, colour: str) -> go.Scatter:
+    """Markers: the link-level simulation at the sizes its chunks divide."""
+    pts = [s for s in sizes if s % sim.schedule(topo, kind, name).n_chunks == 0]
+    tl = [sim.simulate(topo, kind, int(s), name, chip=chip).time_s for s in pts]
+    marker = {"symbol": "circle-open", "size": 9, "color": colour}
+    return go.Scatter(x=pts, y=tl, mode="markers", name=f"{name} (simulated)", marker=marker,
+                      showlegend=False)  # fmt: skip
+
+
+def _mark_crossover(fig, topo, kind: str, algorithms, sizes, chip: str) -> None:
+    """A vertical line where the best large-message algorithm turns bandwidth-bound."""
     best = min(algorithms, key=lambda n: sim.closed_form(topo, kind, sizes[-1], n, chip=chip))
     a, b = latency_bandwidth_split(topo, kind, best, chip)
     if b > 0:
@@ -79,18 +82,3 @@ def time_vs_payload(
         fig.add_vline(x=cross, line={"color": "grey", "width": 1})
         fig.add_annotation(x=np.log10(cross), y=1, yref="paper", showarrow=False, xanchor="right",
                            text=f"← latency-bound | bandwidth-bound → ({best})")  # fmt: skip
-    ticks = [t for t in 2.0 ** np.arange(0, 41, 5) if sizes[0] <= t <= sizes[-1]]
-    fig.update_layout(
-        title=f"{kind} time vs payload on {topo.describe()} ({sim.chip(chip).name})",
-        xaxis={
-            "type": "log",
-            "title": "payload per chip",
-            "tickvals": ticks,
-            "ticktext": [format_bytes(t) for t in ticks],
-        },
-        yaxis={"type": "log", "title": "time", "exponentformat": "SI", "ticksuffix": "s"},
-        height=480,
-        width=800,
-        margin={"t": 60},
-    )
-    return fig

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.torus_frames import BUSIEST, COLOURS, LEVELS, Frames
@@ -230,8 +231,6 @@ def _svg_paths(gx, gy, colour, width, dash, to_px) -> list[str]:
 
 def svg(fr: Frames, step: int) -> str:
     """Step `step` as a self-contained <svg>: links by load, busiest in red, chips by share."""
-    from plotly.colors import sample_colorscale
-
     gx, gy = geometry(fr)
     lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
     held = fr.held[step + 1] if len(fr) else fr.held[0]
@@ -252,11 +251,27 @@ def svg(fr: Frames, step: int) -> str:
         m = np.zeros(len(fr.links), bool)
         m[fr.busiest[step]] = True
         body += _svg_paths(gx[m], gy[m], BUSIEST, 3, False, to_px)
+    body += _svg_chips(fr, held, to_px)
+    text = _svg_text(fr, step, height)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'font-family="sans-serif">{"".join(text + body)}</svg>'
+    )
+
+
+def _svg_chips(fr: Frames, held, to_px) -> list[str]:
+    """One circle per chip, filled by the share of the result it holds."""
     fills = sample_colorscale(CHIP_SCALE, [float(h) for h in held])
     r = 9 if fr.tl.topo.n_chips <= 16 else 6 if fr.tl.topo.n_chips <= 64 else 3
+    out = []
     for (x, y), fill in zip(fr.xy, fills, strict=True):
         px, py = to_px(x, y)
-        body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{r}" fill="{fill}" stroke="#333"/>')
+        out.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="{r}" fill="{fill}" stroke="#333"/>')
+    return out
+
+
+def _svg_text(fr: Frames, step: int, height: int) -> list[str]:
+    """The title lines at the top and the colour key at the bottom."""
     lines = title(fr, step).split("<br>")
     text = [
         f'<text x="10" y="{18 + 16 * i}" font-size="13">{_esc(t)}</text>'
@@ -267,10 +282,7 @@ def svg(fr: Frames, step: int) -> str:
         f"chips: {fr.held_label}, white 0% to green 100%"
     )
     text.append(f'<text x="10" y="{height - 10}" font-size="12">{_esc(note)}</text>')
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'font-family="sans-serif">{"".join(text + body)}</svg>'
-    )
+    return text
 
 
 def _esc(text: str) -> str:

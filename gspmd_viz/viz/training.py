@@ -2,7 +2,7 @@
 against HBM, step time split into compute / update / communication / bubble, and MFU.
 
 The numbers come from gv.sim.training; the communication rows from the partitioned zoo step
-(train_zoo.ledger_rows), computed for every strategy when the first widget is built and cached.
+(zoo.training.ledger_rows), computed for every strategy when the first widget is built and cached.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gspmd_viz import sim, train_zoo
+from gspmd_viz import sim
 from gspmd_viz.sim import training as st
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
 from gspmd_viz.viz.plotly_view import PlotlyView, plain
+from gspmd_viz.zoo import training as train_zoo
 
 # name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all
 MODELS = {
@@ -160,25 +161,11 @@ class TrainingWidget(widgets.VBox):
         self.remat = widgets.Checkbox(value=remat, description="rematerialise")
         self.message, self.text, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
         self.figure: go.Figure | None = None
-        controls = [
-            self.model,
-            self.pod,
-            self.strategy,
-            self.batch,
-            self.split,
-            self.microbatches,
-            self.remat,
-        ]
-        super().__init__(
-            [
-                widgets.HTML(STALE_CSS),
-                widgets.HBox(controls[:3]),
-                widgets.HBox(controls[3:]),
-                self.message,
-                self.text,
-                self.plot,
-            ]
-        )
+        controls = [self.model, self.pod, self.strategy, self.batch, self.split]
+        controls += [self.microbatches, self.remat]
+        rows_of_controls = [widgets.HBox(controls[:3]), widgets.HBox(controls[3:])]
+        parts = [widgets.HTML(STALE_CSS), *rows_of_controls, self.message, self.text, self.plot]
+        super().__init__(parts)
         self.add_class("gv-training")
         for w in controls:
             w.observe(lambda _: self.rebuild(), "value")

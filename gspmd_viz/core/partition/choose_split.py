@@ -1,0 +1,337 @@
+"""Choosing how one equation splits its factors over mesh axes, by what each choice costs.
+
+Candidates: the split propagation settled on, the split each operand (in every sharding it is
+available in; axes on a dim the equation cannot split moved to one it can) or result implies,
+for a windowed op (concatenate, pad) what its consumers ask for or nothing split (gathering a
+concatenation's operands once beats a halo per operand), pairs of these merged, and with
+`Costs.spread` each with its idle mesh axes sharing the work (split_cost.spread). A candidate is
+sanitized (only factors that may be split: pass, reductions that combine, lookups, halo-free
+windows; compound dims in contiguous blocks; each mesh axis once) and costed: resharding the
+operands to it, plus moving the results to what their consumers will ask for (or a value's only
+reader splitting to match, if cheaper: lookahead.py), in wire bytes, ranked by split_cost.
+A conv's rules (halos, or partial sums over taps) are all costed; covering halos win if cheaper.
+# XLA: dot_handler.cc / convolution_handler.cc try strategies and compare costs
+"""
+
+import functools
+import math
+from typing import Protocol
+
+from gspmd_viz.core.cost.split_cost import (
+    merged,
+    promised_by_any,
+    rank,
+    sliced_after,
+    spread,
+    twice,
+)
+from gspmd_viz.core.halo.exchange import SpatialSplit, halo_permutes
+from gspmd_viz.core.halo.windowed_ops import halo_operands, split_of, wide_halos_gather, window_of
+from gspmd_viz.core.program.trace import Equation, Value
+from gspmd_viz.core.reshard.planner import reshard_plan
+from gspmd_viz.core.rules.factors import FactorRule
+from gspmd_viz.core.rules.registry import entry_for
+from gspmd_viz.core.sharding.sharding import Sharding
+from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, combine_collectives
+
+FactorAxes = dict[int, tuple[str, ...]]
+
+
+class Costs(Protocol):
+    """What choosing a split asks of the partitioner (and nothing else)."""
+
+    def available(self, v: Value) -> list[Sharding]:
+        """The shardings v already exists in."""
+
+    def fetch_cost(self, v: Value, target: Sharding) -> float:
+        """Wire bytes to get v into `target` from its cheapest available sharding."""
+
+    def wanted(self, v: Value) -> list[Sharding]:
+        """The shardings v's consumers will likely ask for."""
+
+    def handoff_cost(self, v: Value, local: Sharding) -> float:
+        """Wire bytes to hand v, split as `local`, to its consumers."""
+
+    def exchanged(self, eqn: Equation, k: int, sharding: Sharding, splits) -> bool:
+        """Were operand k's halos (in `sharding`, for `splits`) exchanged already?"""
+
+    chip: object  # a split_cost.ChipCost, or None (no chip: FLOPs break ties)
+    spread: bool  # may idle mesh axes share an equation's work (split_cost.spread)?
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
+    return reshard_plan(src, dst, shape, dtype)
+
+
+# --- choosing the factor split ---------------------------------------------------------------
+
+
+def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
+    return tuple(a for f in factors for a in fa.get(f, ()))
+
+
+def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
+    return tuple(_dim_axes(fa, fs) for fs in tensor)
+
+
+class EquationSplit:
+    """One equation's rule, tensors and the cost of a factor split: `settled` is the split
+    propagation settled on, `propagated` the results' propagated shardings."""
+
+    def __init__(self, eqn: Equation, rule: FactorRule, settled: FactorAxes, propagated, mesh):
+        self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
+        self.mesh, self.sizes = mesh, mesh.shape
+        entry = entry_for(eqn)
+        indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
+        self.lookup = {f for d in indexed for f in rule.operands[0][d]}
+        self.combine = entry.combine or ("sum" if self.lookup else None)
+        self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
+        self.halo_free = self.whole_window_factors(entry)
+        self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
+            f: d
+            for d in (window_of(eqn.eqn) if entry.halo else {})
+            for f in rule.operands[0][d]
+            if rule.factors[f].kind in ("windowed", "windowed-sum")
+        }
+        self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
+
+    def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
+        """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
+        operand, not the source), for dims whose windows tile it: split into whole windows."""
+        dims = entry.halo_free_dims(self.eqn) if entry.halo_free_dims else {}
+        k = self.halo_operands[0] if self.halo_operands else 0
+        return {
+            f: (self.eqn.inputs[k].shape[d], stride)
+            for d, stride in dims.items()
+            for f in self.rule.operands[k][d]
+            if self.rule.factors[f].kind != "windowed-sum"  # taps split too: a halo of their own
+        }
+
+    def splittable(self, f: int, axes) -> bool:
+        kind = self.rule.factors[f].kind
+        if kind == "pass" or (kind == "reduction" and self.combine) or f in self.lookup:
+            return True
+        if self.whole_windows(f, axes):
+            return True
+        return f in self.halo and all(
+            self.halo_split(f, axes, k) is not None for k in self.halo_operands
+        )
+
+    def whole_windows(self, f: int, axes) -> bool:
+        """Does splitting f give every shard whole windows (no halo needed)?"""
+        if f not in self.halo_free:
+            return False
+        n, stride = self.halo_free[f]
+        return n % (self.size(axes) * stride) == 0
+
+    def halo_split(self, f: int, axes, operand: int = 0) -> SpatialSplit | None:
+        """Factor f's dim of `operand` split over `axes` with a halo exchange; None where the
+        windows do not fit. Halos that cover the dim (where XLA gathers) are noted: such a
+        split must be cheaper than the gather to be chosen (`covers`)."""
+        taps = self.rule.factors[f].kind == "windowed-sum"
+        try:
+            n, d = self.size(axes), self.halo[f]
+            split = split_of(self.eqn.eqn, d, tuple(axes), n, operand, taps)
+        except ValueError:
+            return None
+        if self.covering(split):
+            self.gathered[d] = split.plan.gather_instead
+        return split
+
+    def covering(self, split: SpatialSplit) -> bool:
+        return bool(split.plan.gather_instead) and wide_halos_gather(self.eqn.eqn)
+
+    def covers(self, fa: FactorAxes) -> bool:
+        """Does this split exchange halos that cover a dim (XLA gathers it instead)?"""
+        return any(self.covering(s) for k in self.halo_operands for s in self.halo_splits(fa, k))
+
+    def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
+        return tuple(
+            self.halo_split(f, fa[f], operand)
+            for f in sorted(fa)
+            if f in self.halo and not self.whole_windows(f, fa[f])
+        )
+
+    def halo_bytes(self, fa: FactorAxes, exchanged=None) -> float:
+        """Bytes a device sends in the halo exchanges this split needs (but those
+        `exchanged(operand, its sharding, splits)` says were made already)."""
+        total = 0.0
+        for k in self.halo_operands:
+            splits, v = self.halo_splits(fa, k), self.eqn.inputs[k]
+            if exchanged and splits and exchanged(k, self.operand_sharding(fa, k), splits):
+                continue
+            local = self.operand_sharding(fa, k).shard_shape(v.shape)
+            total += sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype))
+        return float(total)
+
+    def summed(self, f: int) -> bool:
+        """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
+        return self.rule.factors[f].kind in ("reduction", "windowed-sum") or f in self.lookup
+
+    def size(self, axes) -> int:
+        return math.prod(self.sizes[a] for a in axes)
+
+    def tensors(self):
+        """(global shape, factors) of every operand and result."""
+        e, r = self.eqn, self.rule
+        return [
+            (v.shape, t) for v, t in zip(e.inputs + e.outputs, r.operands + r.results, strict=True)
+        ]
+
+    def from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
+        """The factor split a tensor's sharding implies (compound dims split major first)."""
+        fa: FactorAxes = {}
+        for d, fs in enumerate(tensor):
+            axes = list(sharding.dim_axes(d))
+            for f in fs:
+                taken = []
+                while (
+                    axes
+                    and (  # a dim of one factor may split unevenly (padded shards)
+                        len(fs) == 1
+                        or self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
+                    )
+                ):
+                    taken.append(axes.pop(0))
+                fa.setdefault(f, tuple(taken))
+                if self.size(taken) != self.rule.factors[f].size:
+                    break
+        return fa
+
+    def sanitize(self, fa: FactorAxes) -> FactorAxes:
+        factors = self.rule.factors
+        fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
+        for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
+            before = dict(fa)
+            for _, tensor in self.tensors():
+                for fs in (fs for fs in tensor if len(fs) > 1):
+                    whole = True
+                    for f in fs:
+                        n = self.size(fa.get(f, ()))
+                        if not whole or factors[f].size % n:
+                            fa.pop(f, None)
+                        whole = whole and n == factors[f].size
+            if fa == before:
+                break
+        used, out = set(), {}
+        for f in sorted(fa):  # every mesh axis splits one factor at most
+            keep = []
+            for a in fa[f]:
+                if a in used:
+                    break
+                keep.append(a)
+            used.update(keep)
+            if keep:
+                out[f] = tuple(keep)
+        return out
+
+    def likely_operand(self, i: int) -> Sharding:
+        """The sharding this equation will likely read operand i in: by propagation's split, or
+        when that splits nothing (its operand and result disagreed: `rev` of rows split into
+        columns split) by the split its propagated result implies, as XLA reshards the operand
+        to the result."""
+        fa = self.sanitize(self.settled)
+        if not fa and len(self.propagated) == 1:
+            fa = self.sanitize(self.from_tensor(self.rule.results[0], self.propagated[0]))
+        return self.operand_sharding(fa, i)
+
+    def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
+        """Mesh axes holding partial results; a size-1 axis splits nothing, so none there."""
+        red = {a for f, axes in fa.items() if self.summed(f) for a in axes if self.sizes[a] > 1}
+        return tuple(a for a in self.mesh.axis_names if a in red)
+
+    def operand_sharding(self, fa, i: int) -> Sharding:
+        return Sharding(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
+
+    def result_sharding(self, fa, j: int) -> Sharding:
+        pending = self.reduction_axes(fa) if self.combine == "sum" else ()
+        return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
+
+    def cost(self, fa: FactorAxes, costs: Costs) -> float:
+        e = self.eqn
+        total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
+        fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
+            (v, self.operand_sharding(fa, i))
+            for i, v in enumerate(e.inputs)
+            if isinstance(v, Value)
+        }
+        total += sum(costs.fetch_cost(v, target) for v, target in fetched)
+        return total + self.handoff_bytes(fa, costs.handoff_cost)
+
+    def handoff_bytes(self, fa: FactorAxes, handoff) -> float:
+        """Bytes to combine partial results and hand each result on (`handoff(v, local)`)."""
+        total = 0.0
+        red = self.reduction_axes(fa)
+        if self.combine in RIGHT_AWAY and red:
+            combined = combine_collectives(
+                self.eqn, self.combine, red, self.sizes, self.result_sharding(fa, 0)
+            )
+            total += sum(c.wire_bytes for c in combined)
+        for j, v in enumerate(self.eqn.outputs):
+            local = self.result_sharding(fa, j)
+            if self.combine in RIGHT_AWAY:
+                local = Sharding(self.mesh, local.spec)  # combined right away
+            total += handoff(v, local)
+        return total
+
+    def candidates(self, costs: Costs) -> list[FactorAxes]:
+        rule = self.rule
+        found = [self.settled]
+        for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
+            if isinstance(v, Value):
+                for s in costs.available(v):
+                    found += [self.from_tensor(t, s), *self.rehomed(self.from_tensor(t, s))]
+        for s, t in zip(self.propagated, rule.results, strict=True):
+            found.append(self.from_tensor(t, s))
+        for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
+            found += [self.from_tensor(t, s) for s in costs.wanted(v)]  # gather before, not after
+        if self.halo:  # or whole: concatenate([h, h]) gathers h once, not a halo per operand
+            found.append({})
+        unique: list[FactorAxes] = []
+        shared = functools.partial(spread, self) if costs.spread else (lambda _: [])
+        for more in (lambda _: found, merged, shared):
+            for fa in map(self.sanitize, more(unique)):
+                unique += [] if fa in unique else [fa]
+        return unique
+
+    def rehomed(self, fa: FactorAxes) -> list[FactorAxes]:
+        """fa with the axes this equation cannot split by (an update's rows, say) moved to
+        each factor it can split and fa leaves whole (or splits over size-1 axes only): an
+        all-to-all rather than a gather."""
+        kept = self.sanitize(fa)
+        used = {a for axes in kept.values() for a in axes}
+        dropped = tuple(a for axes in fa.values() for a in axes if a not in used)
+        if not dropped:
+            return []
+        moved = [(f, kept.get(f, ()) + dropped) for f in range(len(self.rule.factors))]
+        return [
+            {**kept, f: axes}
+            for f, axes in moved
+            if self.size(kept.get(f, ())) == 1 and self.splittable(f, axes)  # size-1: unsplit
+        ]
+
+
+def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
+    """The rules an equation may split by: its entry's variants (the first numbers factors
+    as propagation's rule does), else propagation's rule."""
+    variants = entry_for(eqn).variants
+    return variants(eqn) if variants else [propagated]
+
+
+def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
+    """The best split of one equation under any of its rules (`splits`, propagation's first)
+    by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
+    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once."""
+    q0, promise = splits[0], promised_by_any(splits, costs)
+    first = q0.sanitize(q0.settled)
+    free = q0.cost(first, costs) == 0 and not q0.covers(first)
+    if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
+        return q0, first
+    found = [(q, fa) for q in splits for fa in q.candidates(costs)]
+
+    def key(qf) -> tuple:
+        q, fa = qf
+        return (*rank(q, fa, costs, q.cost(fa, costs), promise), q.covers(fa))
+
+    return min(found, key=key)

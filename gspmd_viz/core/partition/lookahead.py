@@ -1,0 +1,64 @@
+"""What handing a value to its consumers costs, one reader ahead.
+
+A split's cost ends with moving each result to what its consumers will ask for
+(`Partitioner.wanted`: each consumer's likely split). A value read once may instead be taken as
+it is: its reader splits to match and moves its own results on. Where that is cheaper, the
+producer is charged that instead: a rows-split update handed to a scatter-add that sums rows,
+say, costs the [1, d] sum's gather, not the [n, d] operand's.
+# XLA: GSPMD's partitioner reshards an operand to a consumer's sharding only when it must
+"""
+
+from __future__ import annotations
+
+from gspmd_viz.core.partition.choose_split import EquationSplit, cached_plan
+from gspmd_viz.core.partition.partitioner_state import PartitionerState
+from gspmd_viz.core.program.trace import Value
+from gspmd_viz.core.rules.registry import entry_for
+from gspmd_viz.core.sharding.sharding import Sharding
+
+
+def asked_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
+    """Wire bytes to move v from `local` into every sharding its consumers will ask for."""
+    return float(
+        sum(cached_plan(local, t, v.shape, v.dtype).wire_bytes for t in partitioner.wanted(v))
+    )
+
+
+def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
+    """The cheaper of moving v to what is asked and letting v's only reader split as `local`
+    implies (its other operands fetched, its results moved to what is asked of them)."""
+    asked = asked_cost(partitioner, v, local)
+    reader = sole_reader(partitioner, v)
+    if reader is None or asked == 0 or local.unreduced:  # partial sums: summed first
+        return asked
+    q, pos = reader
+    fa = q.sanitize(q.from_tensor(q.rule.operands[pos], local))
+    if not fa:
+        return asked
+    others = sum(
+        _estimated_fetch(partitioner, u, q.operand_sharding(fa, i))
+        for i, u in enumerate(q.eqn.inputs)
+        if isinstance(u, Value) and u is not v
+    )
+    onward = q.handoff_bytes(fa, lambda w, s: asked_cost(partitioner, w, s))
+    return min(asked, q.halo_bytes(fa) + others + onward)
+
+
+def sole_reader(partitioner: PartitionerState, v: Value) -> tuple[EquationSplit, int] | None:
+    """(the split of v's only consumer, v's operand position), for a value read once by a live
+    equation that is not an annotation (those keep what the user wrote) nor an output."""
+    p = partitioner
+    readers = p.program.consumers.get(v, ())
+    if v in p.outputs or len(readers) != 1:
+        return None
+    eqn, pos = readers[0]
+    if eqn not in p.live_set or eqn in p.deferred or entry_for(eqn).identity:
+        return None
+    return p.split(eqn), pos
+
+
+def _estimated_fetch(partitioner: PartitionerState, u: Value, target: Sharding) -> float:
+    """Fetching u into `target`: from what exists, or (not made yet) its propagated sharding."""
+    if u in partitioner.versions:
+        return partitioner.fetch_cost(u, target)
+    return cached_plan(partitioner.prop.sharding(u), target, u.shape, u.dtype).wire_bytes

@@ -1,0 +1,346 @@
+"""`gv.partition(prop)`: one per-device program, with every collective explicit.
+
+Per equation, from the propagated shardings and the equation's factor rule:
+  1. choose how to split the equation's factors (choose_split.py: what propagation settled, or what
+     an operand or result holds, under each rule the equation has: a conv dim splits with
+     halos or as partial sums; split_cost.py: no work twice, then bytes, then time);
+  2. reshard every operand to the sharding the local op needs (gv.reshard_plan);
+  3. run the primitive on local shapes (local_ops.py rewrites shape params, masks padding);
+  4. a split reduction factor leaves pending sums (resolved where a consumer needs them:
+     all-reduce, or reduce-scatter when the consumer wants the dim split) or, for max/min,
+     an all-reduce right away. need_replication / permutation factors stay whole; a split
+     windowed factor (convolution, pooling) first exchanges its operand's halos with
+     collective-permutes (exchange.py), unless its windows tile the dim exactly.
+Symbolic (no devices: 4096-device meshes work). Entry: whole_plan.best_plan (up to four plans).
+# XLA: SpmdPartitioner / SpmdPartitioningVisitor, PartitionedHlo::Reshard
+"""
+
+import dataclasses
+
+import numpy as np
+
+from gspmd_viz.core.halo import block_moves, windowed_ops
+from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars
+from gspmd_viz.core.partition.choose_split import (
+    EquationSplit,
+    FactorAxes,
+    cached_plan,
+    choose,
+    rules_of,
+)
+from gspmd_viz.core.partition.follow_xla import result_driven
+from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
+from gspmd_viz.core.rules.registry import entry_for
+from gspmd_viz.core.sharding.sharding import Sharding
+from gspmd_viz.core.spmd import local_ops
+from gspmd_viz.core.spmd.instructions import Combine, Compute, Const, Halo, MoveBlocks, Reshard
+from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, ArgCombine, combine_collectives
+from gspmd_viz.core.spmd.run import SPMDProgram
+
+# --- the pass ---------------------------------------------------------------------------------
+
+
+class Partitioner:
+    """One pass. `follow`: XLA's split everywhere (follow_xla.py); `spread`: idle mesh axes share an
+    equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
+    (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
+    constants resharded once, before their loop (control_flow.hoisted)."""
+
+    def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False):
+        self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
+        self.follow, self.spread, self.every_trip = follow, spread, every_trip
+        self.sizes, self.notes, self.departed, self.held = prop.mesh.shape, [], False, 0
+        self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
+        self.instructions, self._count = [], {}
+        for v in self.program.inputs:
+            self.versions[v] = [(prop.sharding(v), v.name)]
+        self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
+        self.live_set = {e for u in self.live() for e in self._equations_of(u)}
+        self._wanted: dict[Value, list[Sharding]] = {}
+        self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
+        self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
+
+    def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
+        if isinstance(unit, Loop | Cond):
+            return [self.program.equations[i] for i in unit.region]
+        return [unit]
+
+    def splits(self, eqn: Equation) -> list[EquationSplit]:
+        """One per rule the equation may split by (split.rules_of), ready to be costed."""
+        rules = rules_of(eqn, self.prop.rule(eqn))
+        return [self.split(eqn, rule, k == 0) for k, rule in enumerate(rules)]
+
+    def split(self, eqn: Equation, rule=None, settled: bool = True) -> EquationSplit:
+        """One rule (default: the first) with propagation's settled split (or none)."""
+        rule = rule or rules_of(eqn, self.prop.rule(eqn))[0]
+        propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
+        fa = self.prop.factor_axes(eqn) if settled else {}
+        q = EquationSplit(eqn, rule, fa, propagated, self.mesh)
+        if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
+            q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
+        return q
+
+    # --- the cost interface EquationSplit asks for (split.Costs) ---------------------------
+    def available(self, v: Value) -> list[Sharding]:
+        return [s for s, _ in self.versions[v]]
+
+    def wanted(self, v: Value) -> list[Sharding]:
+        """The shardings v's consumers will likely ask for: what each live consumer's
+        propagated split needs (and the propagated sharding, for a program output)."""
+        if v not in self._wanted:
+            targets = [self.prop.sharding(v)] if v in self.outputs else []
+            for eqn, pos in self.program.consumers.get(v, ()):
+                if eqn in self.deferred:  # the rotation reads v as its result is split
+                    targets.append(self.prop.sharding(self.deferred[eqn].concat.outputs[0]))
+                elif eqn in self.live_set:
+                    targets.append(self.split(eqn).likely_operand(pos))
+            self._wanted[v] = list(dict.fromkeys(targets))
+        return self._wanted[v]
+
+    def handoff_cost(self, v: Value, local: Sharding) -> float:
+        """Costs.handoff_cost: handing a result on, one reader ahead (lookahead.py)."""
+        return lookahead.handoff_cost(self, v, local)
+
+    def fresh(self, base: str) -> str:
+        self._count[base] = self._count.get(base, 0) + 1
+        return f"{base}.{self._count[base]}"
+
+    # --- getting a value into the sharding a consumer needs -------------------------------
+    def per_trip(self, v: Value, version: tuple[Sharding, str], target: Sharding) -> float:
+        """Bytes to reshard one version of v, per trip of the loop being partitioned: a loop
+        constant's reshard runs once, before the loop (control_flow.hoisted); priced so unless
+        `every_trip`."""
+        cost = cached_plan(version[0], target, v.shape, v.dtype).wire_bytes
+        if (
+            cost
+            and not self.every_trip
+            and self.trips > 1
+            and control_flow.runs_once(self, version[1])
+        ):
+            return cost / self.trips
+        return cost
+
+    def fetch_cost(self, v: Value, target: Sharding) -> float:
+        cost = min(self.per_trip(v, version, target) for version in self.versions[v])
+        return 0.0 if cost and remake_scalars.remade_split(self, v, target) else cost
+
+    def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
+        src, name = min(self.versions[v], key=lambda version: self.per_trip(v, version, target))
+        plan = cached_plan(src, target, v.shape, v.dtype)
+        if not plan.steps:  # the same data on every device (at most size-1 axes differ)
+            return name
+        if plan.wire_bytes and (how := remake_scalars.remade_split(self, v, target)):
+            return remake_scalars.remake(self, v, target, how)  # made from scalars: made again
+        dst = self.fresh(v.name)
+        self.instructions.append(Reshard(v, name, dst, plan, consumer))
+        self.versions[v].append((target, dst))
+        return dst
+
+    # --- one equation ----------------------------------------------------------------------
+    def equation(self, eqn: Equation) -> None:
+        if eqn in self.deferred:  # partitioned with its rotation, if that is not taken
+            return
+        if eqn.outputs and all(0 in v.shape for v in eqn.outputs):
+            return self.empty_results(eqn)
+        rot = self.rotations.get(eqn)
+        if self.move_blocks(eqn, rot):
+            return
+        for s in rot.slices if rot else ():
+            if s in self.deferred:
+                self.split_equation(s)
+        self.split_equation(eqn)
+
+    def empty_results(self, eqn: Equation) -> None:
+        """Results with no element read nothing (`jnp.roll(x, 0)` slices x[n:n]): constants."""
+        for v in eqn.outputs:
+            zeros = Literal(np.zeros(v.shape, v.dtype), v.shape, v.dtype)
+            self.instructions.append(Const(v.name, zeros))
+            self.versions[v] = [(Sharding(self.mesh, ()), v.name)]
+
+    def move_blocks(self, eqn: Equation, rot) -> bool:
+        """A roll or flip along dims its result splits: whole blocks move, no gather
+        (block_moves); False otherwise (the equation, and a roll's slices, run as usual)."""
+        if rot is None and eqn.primitive != "rev":
+            return False
+        out = eqn.outputs[0]
+        target = self.prop.sharding(out)
+        found = block_moves.plan_for(eqn, rot, target, self.available)
+        if found is None:
+            return False
+        v, plan = found
+        src = self.fetch(v, target, eqn)
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        self.instructions.append(MoveBlocks(v, src, out.name, plan, target, source, eqn))
+        self.versions[out] = [(target, out.name)]
+        return True
+
+    def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
+        splits = self.splits(eqn)
+        q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
+        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else choose(splits, self)
+        self.departed |= q is not q0 or fa != settled
+        return q, fa
+
+    def split_equation(self, eqn: Equation) -> None:
+        """Choose the equation's split, reshard its operands, run it locally."""
+        q, fa = self.chosen(eqn)
+        self.note_gathers(eqn, q, fa)
+        ins, op_shardings, masks = [], [], []
+        for i, v in enumerate(eqn.inputs):
+            target = q.operand_sharding(fa, i)
+            op_shardings.append(target)
+            whole = isinstance(v, Literal) and (not v.shape or target.is_replicated)
+            ins.append(v if whole else self.buffer(v, target, eqn))
+            masks += self.masks(q, fa, i, target)
+        splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
+        results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
+        compute = local_ops.local_compute(q, ins, tuple(op_shardings), results, masks)
+        if splits:  # the op runs on window-ready input: no padding, no base dilation
+            params = windowed_ops.windowed_params(eqn.eqn, splits, compute.params)
+            local_op = windowed_ops.local_op(eqn.eqn)
+            compute = dataclasses.replace(compute, params=params, local_op=local_op)
+            if windowed_ops.returns_halo(eqn.eqn):  # the op goes in now; its return comes last
+                compute = self.return_halo(eqn, compute, splits, results[0])
+        red = q.reduction_axes(fa)
+        partial = q.combine in RIGHT_AWAY and red
+        if partial:  # its results hold partial maxima (minima) until the Combine below
+            compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
+        self.instructions.append(compute)
+        for v, s in zip(eqn.outputs, results, strict=True):
+            self.versions[v] = [(s, v.name)]
+        if partial:
+            self.combine(eqn, results[0], q.combine, red, (ins[0], op_shardings[0]))
+
+    def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
+        """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`
+        replaced); returns the splits of its window-ready input, () for none."""
+        found = ()
+        for k in q.halo_operands:
+            split = q.halo_splits(fa, k)
+            if split:
+                ins[k] = self.halo(eqn, ins, k, op_shardings[k], split)
+                found = found or split
+        return found
+
+    def return_halo(self, eqn: Equation, compute: Compute, splits, sharding: Sharding):
+        """The op leaves a window-ready result (select_and_scatter_add): it goes to a buffer of
+        its own, and the exchange backwards adds its halo to the shards that own it."""
+        v = eqn.outputs[0]
+        ready = self.fresh(v.name)
+        shape = list(sharding.shard_shape(v.shape))
+        for split in splits:
+            shape[split.dim] = split.plan.ready_span
+        self.instructions.append(dataclasses.replace(compute, outs=(ready,), ready=tuple(shape)))
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        return Halo(v, ready, v.name, splits, sharding, 0.0, source, eqn, returned=True)
+
+    def note_gathers(self, eqn: Equation, q: EquationSplit, fa: FactorAxes) -> None:
+        """Say why an equation's operands are gathered when no rule or no halo can split it."""
+        if not entry_for(eqn).known:
+            self.notes.append(
+                f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
+                "(its operands are all-gathered first)"
+            )
+        kept = q.operand_sharding(fa, 0) if eqn.inputs else None
+        for dim, why in q.gathered.items():
+            if kept is None or kept.dim_axes(dim):
+                continue  # split after all, over fewer axes
+            note = f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
+            if note not in self.notes:
+                self.notes.append(note)
+
+    def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
+        v, out = q.eqn.inputs[i], []
+        for d, fs in enumerate(q.rule.operands[i]):
+            axes = target.dim_axes(d)
+            # not lookups; an operand whose halos are exchanged gets its padding filled there
+            kinds = ("reduction",) if i in q.halo_operands else ("reduction", "windowed-sum")
+            reduced = any(q.rule.factors[f].kind in kinds for f in fs)
+            zeroed = i in entry_for(q.eqn).zero_padding
+            if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
+                fill = local_ops.identity_element(q.combine or "sum", v.dtype)
+                out.append(local_ops.Mask(i, d, v.shape[d], axes, fill))
+        red = q.reduction_axes(fa)  # an operand summed in as it is: kept on one device
+        return out + local_ops.on_one_device(
+            i, entry_for(q.eqn).once, target.shard_shape(v.shape), red
+        )
+
+    def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
+        """Exchange operand k's halos; returns the window-ready buffer's name."""
+        v, fill = eqn.inputs[k], local_ops.halo_fill(eqn, ins, k)
+        if not isinstance(v, Value):  # a captured constant, in its Const buffer ins[k]
+            v = Value(-1, v.shape, v.dtype, ins[k])
+        done = self.exchange_done(ins[k], splits, fill)
+        if done:  # made here already (a max pool's gradient reads its forward's operand)
+            return done
+        dst = self.fresh(v.name)
+        source = f"eqn {eqn.index} {eqn.primitive}"
+        self.instructions.append(Halo(v, ins[k], dst, splits, sharding, fill, source, eqn))
+        return dst
+
+    def exchange_done(self, src: str, splits, fill) -> str | None:
+        """The window-ready buffer of an exchange of `src`'s halos made already, or None."""
+        key = (src, splits, windowed_ops.fill_key(fill))
+        for done in self.instructions:
+            if (
+                isinstance(done, Halo)
+                and (done.src, done.splits, windowed_ops.fill_key(done.fill)) == key
+            ):
+                return done.dst
+        return None
+
+    def exchanged(self, eqn: Equation, k: int, sharding: Sharding, splits) -> bool:
+        """split.Costs: an exchange the split would reuse costs nothing more."""
+        v, fill = eqn.inputs[k], local_ops.halo_fill(eqn, None, k)
+        if not isinstance(v, Value) or fill is None or v not in self.versions:
+            return False
+        names = [name for s, name in self.versions[v] if s == sharding]
+        return any(self.exchange_done(name, splits, fill) for name in names)
+
+    def combine(self, eqn: Equation, s: Sharding, how: str, axes, operand) -> None:
+        """Combine partial results right away: all-reduce partial max/min; for argmax/argmin
+        gather (value, index) pairs from `operand` (its buffer and sharding) and pick."""
+        colls = combine_collectives(eqn, how, axes, self.sizes, s)
+        if how in ("max", "min"):
+            combines = [
+                Combine(v, v.name, self.fresh(v.name), how, axes, s, c)
+                for v, c in zip(eqn.outputs, colls, strict=True)
+            ]
+        else:  # [.., n/x, ..] -> argmax -> local winners -> pairs gathered over x -> pick
+            (dim,), (v,), (buffer, sharding) = eqn.params["axes"], eqn.outputs, operand
+            where = (buffer, dim, eqn.inputs[0].shape[dim], sharding.dim_axes(dim))
+            combines = [ArgCombine(v, v.name, self.fresh(v.name), how, axes, s, *colls, *where)]
+        for ins in combines:
+            self.instructions.append(ins)
+            self.versions[ins.value] = [(s, ins.dst)]
+
+    def live(self) -> list:
+        """Equations and loops some output depends on (dead code would still cost collectives)."""
+        needed = {v for v in self.program.outputs if isinstance(v, Value)}
+        return control_flow.live_units(self.program, range(len(self.program.equations)), needed)
+
+    def partition_units(self, units) -> None:
+        for unit in units:
+            if isinstance(unit, Loop):
+                self.instructions.append(control_flow.partition_loop(self, unit))
+            elif isinstance(unit, Cond):
+                self.instructions.append(control_flow.partition_cond(self, unit))
+            else:
+                self.equation(unit)
+
+    def buffer(self, v: Value | Literal, target: Sharding, consumer: Equation) -> str:
+        """A buffer holding v in `target` (a literal is first made a replicated Const)."""
+        if isinstance(v, Literal):
+            const = Value(-1, v.shape, v.dtype, self.fresh("const"))
+            self.instructions.append(Const(const.name, v))
+            self.versions[const] = [(Sharding(self.mesh, ()), const.name)]
+            v = const
+        return self.fetch(v, target, consumer)
+
+    def run(self):
+        self.partition_units(self.live())
+        outputs = [
+            self.fetch(v, self.prop.sharding(v), None) if isinstance(v, Value) else v
+            for v in self.program.outputs
+        ]
+        return SPMDProgram(self.prop, self.instructions, outputs, self.notes)

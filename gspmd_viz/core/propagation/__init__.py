@@ -1,0 +1,2 @@
+"""Annotate a few tensors, infer the rest: the record of steps and priorities, and the
+algorithm that fills it."""

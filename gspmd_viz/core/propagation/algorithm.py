@@ -1,0 +1,317 @@
+"""`gv.propagate`: infer every value's sharding from a few annotations, one factor rule at a time.
+
+One generic algorithm over the primitive registry (registry.py), with Shardy's op priorities
+(XLA's default propagation; GSPMD's aggressiveness levels in the same spirit):
+  priority 0  pass-through ops only (elementwise, reshape, transpose)
+  priority 1  all ops, pass factors only (a contracting or reduced dim carries no axis yet, so
+              it cannot take one a batch or free dim will want); broadcasts only backward
+  priority 2  all factors of all ops; broadcasts still only backward
+  priority 3  broadcasts forward too ("avoid resharding after a broadcast")
+An elementwise op whose operand has size-1 dims it broadcasts (`x - m[:, None]`) is lowered as
+a broadcast of that operand, then the op: it is pass-through among its other tensors, and that
+operand takes axes as a broadcast's operand does (backward from 1) and gives them at 3.
+Each priority runs to a fixed point as Shardy's rewrite driver does: equations in program order,
+each writing its results, then its operands, and an equation touching a value that just changed
+is visited again at once. Per equation, each factor takes the most specific axes its tensors
+agree on; each tensor then settles its own conflicts, the factors taking their axes in turn,
+the one whose sharding comes from the bigger tensor first (then, in an elementwise op, the one
+split more ways; then the earlier tensor), each keeping what no earlier factor holds there.
+Annotated values are fixed (and so is a value whose only use is an annotation); others are only
+ever refined, so the passes reach a fixed point. Every change is a PropagationStep; `explain`
+walks them back to the user's annotations.
+# Shardy: OpPriorityPropagation + aggressive factor propagation; XLA: ShardingPropagation::Run
+"""
+
+from __future__ import annotations
+
+import math
+
+from gspmd_viz.core.program.trace import Program, Value
+from gspmd_viz.core.propagation.record import (
+    BROADCAST_FORWARD,
+    PRIORITIES,
+    Propagation,
+    PropagationStep,
+    category,
+    eligible,
+    narrow_operands,
+    user_annotations,
+    with_constrained_producers,
+)
+from gspmd_viz.core.rules.registry import is_known, rule_for
+from gspmd_viz.core.sharding.mesh import Mesh
+from gspmd_viz.core.sharding.sharding import Sharding
+
+Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
+
+
+PASS_FACTORS_ONLY = 1  # the priority at which only pass factors carry axes (Shardy's op priority 2)
+
+
+def _common_prefix(a, b) -> tuple[str, ...]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return tuple(a[:n])
+
+
+def _prefix_free(axes, taken) -> tuple[str, ...]:
+    """The longest prefix of `axes` that avoids every axis in `taken`."""
+    for n, a in enumerate(axes):
+        if a in taken:
+            return tuple(axes[:n])
+    return tuple(axes)
+
+
+def _held_by_others(holdings: dict, f: int) -> set[str]:
+    """The mesh axes a tensor's factors other than f hold (`holdings`: factor -> axes)."""
+    return {a for g, axes in holdings.items() if g != f for a in axes}
+
+
+def _source(held, f: int, axes) -> tuple[int, object]:
+    """(position, tensor) of factor f's source among an equation's (tensor, holdings): the
+    biggest tensor holding all of `axes` on f, the earliest on a tie (Shardy's
+    getFactorToSourceTensor)."""
+    holders = [(k, t) for k, (t, h) in enumerate(held) if f in h and h[f][: len(axes)] == axes]
+    return min(holders, key=lambda kt: (-kt[1].size, kt[0]))
+
+
+class _Tensor:
+    """One operand or result of an equation, as the propagation sees it."""
+
+    __slots__ = ("value", "factors", "is_result", "size")
+
+    def __init__(self, value, factors, is_result):
+        self.value, self.factors, self.is_result = value, factors, is_result
+        self.size = math.prod(value.shape)
+
+
+class Propagator:
+    def __init__(self, program: Program, mesh: Mesh, annotations: dict):
+        self.program, self.mesh, self.size = program, mesh, mesh.shape
+        self.user = dict(annotations)
+        self.fixed = with_constrained_producers(program, annotations)
+        self.spec: dict[Value, Spec] = {v: ((),) * v.ndim for v in program.values}
+        for v, s in self.fixed.items():
+            self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
+        eqns = program.equations
+        self.rules = [rule_for(e) for e in eqns]
+        self.categories = [category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
+        self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
+        self.narrow = [
+            narrow_operands([t.factors for t in ts], r) if c == "broadcasting" else set()
+            for ts, r, c in zip(self.tensors, self.rules, self.categories, strict=True)
+        ]
+        self.steps: list[PropagationStep] = []
+        self.conflicts: list[str] = []
+
+    @staticmethod
+    def _tensors(eqn, rule) -> list[_Tensor]:
+        pairs = [(v, t, False) for v, t in zip(eqn.inputs, rule.operands, strict=True)]
+        pairs += [(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
+        return [_Tensor(*p) for p in pairs if isinstance(p[0], Value)]
+
+    def _shards(self, axes) -> int:
+        return math.prod(self.size[a] for a in axes)
+
+    # --- reading factor shardings off tensors ---------------------------------------------
+    def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
+        """A dim's axes, handed out to its factors major first (whole factors before minors)."""
+        if len(dim_factors) == 1:
+            return {dim_factors[0]: axes}
+        out, i = {}, 0
+        for f in dim_factors:
+            size, taken, prod = rule.factors[f].size, [], 1
+            while i < len(axes) and size % (prod * self.size[axes[i]]) == 0:
+                prod *= self.size[axes[i]]
+                taken.append(axes[i])
+                i += 1
+            out[f] = tuple(taken)
+            if prod != size:
+                break
+        return out
+
+    def holdings(self, rule, t) -> dict[int, tuple[str, ...]]:
+        """factor -> the axes tensor t currently gives it."""
+        spec, held = self.spec[t.value], {}
+        for d, fs in enumerate(t.factors):
+            if fs:
+                held |= self.split_dim(spec[d], fs, rule)
+        return held
+
+    def merge(self, eqn, rule, f, cands) -> tuple[str, ...]:
+        """The most specific axes all tensors agree on for factor f: `x` and `x, y` agree on
+        `x, y`; `x` against `y` is a conflict, cut back to the common prefix (and logged)."""
+        best, expand = (), True
+        for axes in cands:
+            n = len(_common_prefix(best, axes))
+            if n < min(len(best), len(axes)):
+                note = (
+                    f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
+                    f"{','.join(best)} against {','.join(axes)}, neither propagates"
+                )
+                if note not in self.conflicts:
+                    self.conflicts.append(note)
+                best, expand = best[:n], False
+            elif len(axes) > len(best) and expand:
+                best = axes
+        return best
+
+    def wanted(self, i: int, pass_only=False, split=False, skip=frozenset()) -> dict:
+        """factor -> (axes, source tensor) for equation i, in claim order (Shardy's: the bigger
+        source tensor first, then the earlier one in the equation); `pass_only`: only pass
+        factors carry axes; `split`: each factor minus the axes another factor holds in a
+        tensor they share (the equation's split, `settled`); `skip`: tensors not read."""
+        eqn, rule = self.program.equations[i], self.rules[i]
+        held = [(t, self.holdings(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
+        merged, order = {}, {}
+        for f, factor in enumerate(rule.factors):
+            cands = [h[f] for _, h in held if f in h]
+            # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
+            waits = factor.kind == "need_replication" or (pass_only and factor.kind != "pass")
+            if cands and not waits:
+                axes = self.merge(eqn, rule, f, cands)
+                k, src = _source(held, f, axes)
+                most = -self._shards(axes) if self.categories[i] == "pass-through" else 0
+                order[f] = (-src.size, most, k, f) if axes else (0, 0, len(held), f)
+                if split:  # minus the axes other factors hold in a tensor that has f too
+                    others = (_held_by_others(h, f) for _, h in held if f in h)
+                    axes = _prefix_free(axes, set().union(*others))
+                merged[f] = (axes, src)
+        return {f: merged[f] for f in sorted(merged, key=order.get)}
+
+    # --- writing them back ----------------------------------------------------------------
+    def proposal(self, t, rule, wanted) -> tuple[Spec, list, list]:
+        """The spec the factors give tensor t (refining its current spec), and why. The
+        tensor settles its own conflicts: its factors take their wanted axes in claim order,
+        around the axes its other factors hold."""
+        cur = self.spec[t.value]
+        used = {a for axes in cur for a in axes}
+        fa, held, mine = {}, self.holdings(rule, t), {f for fs in t.factors for f in fs}
+        for f, (axes, src) in wanted.items():
+            if f in mine:  # around the axes the tensor's other factors hold (or just took)
+                held[f] = _prefix_free(axes, _held_by_others(held, f))
+                fa[f] = (held[f], (src.value,))
+        new, factors, sources = [], [], []
+        for d, fs in enumerate(t.factors):
+            axes = []
+            for f in fs:
+                got, src = fa.get(f, ((), ()))
+                if len(fs) > 1 and rule.factors[f].size % self._shards(got):
+                    break  # a compound dim splits evenly or not at all (as split.sanitize)
+                axes += got
+                if got and axes[: len(cur[d])] == list(cur[d]) and len(axes) > len(cur[d]):
+                    factors.append(rule.factors[f].name)
+                    sources += [s for s in src if s is not t.value]
+                if self._shards(got) != rule.factors[f].size:
+                    break  # a minor factor only counts once the major one is whole
+            ok = tuple(axes[: len(cur[d])]) == cur[d] and d in self.open_dims(t.value)
+            new.append(cur[d] + (_prefix_free(axes[len(cur[d]) :], used) if ok else ()))
+            used |= set(new[-1])
+        return tuple(new), factors, sources
+
+    def open_dims(self, v: Value):
+        """The dims propagation may refine: all of an unannotated value's, and the dims an
+        annotation leaves open (P.UNCONSTRAINED, the dim jax.vmap adds)."""
+        if v in self.fixed:
+            return self.program.open_dims.get(v, ())
+        return range(v.ndim)
+
+    def visit(self, i: int, priority: int) -> list[Value]:
+        """Equation i's factors written back to its results, then its operands (in the
+        directions the priority allows); the values that changed."""
+        ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
+        narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
+        skip = narrow if priority < BROADCAST_FORWARD else frozenset()
+        pass_only = priority == PASS_FACTORS_ONLY
+        wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
+        changed = []
+        for direction in ways:
+            for k, t in enumerate(self.tensors[i]):
+                closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
+                waits = k in narrow and priority == 0  # a broadcast's operand takes from 1
+                if t.is_result == (direction == "forward") and not (closed or waits):
+                    new, factors, sources = self.proposal(t, self.rules[i], wanted)
+                    if new != self.spec[t.value]:
+                        self.write((priority, i, direction), t.value, new, (factors, sources))
+                        changed.append(t.value)
+        return changed
+
+    def write(self, where: tuple, v: Value, new: Spec, why: tuple) -> None:
+        """Give v the spec `new`, recorded as a PropagationStep at `where` (priority, equation,
+        direction) with `why` (the factors that carried the axes, their source tensors)."""
+        priority, i, direction = where
+        before = self.sharding(v)
+        self.spec[v] = new
+        factors, sources = (tuple(dict.fromkeys(w)) for w in why)
+        primitive = self.program.equations[i].primitive
+        self.steps.append(
+            PropagationStep(
+                priority, i, primitive, direction, v, before, self.sharding(v), factors, sources
+            )
+        )
+
+    def sharding(self, v: Value) -> Sharding:
+        return Sharding(self.mesh, self.spec[v])
+
+    # --- the passes -----------------------------------------------------------------------
+    def run(self) -> None:
+        """Each priority to a fixed point, Shardy's way: equations in program order, and an
+        equation touching a value that just changed is visited again at once (a stack)."""
+        touching: dict[Value, list[int]] = {}
+        for i, ts in enumerate(self.tensors):
+            for t in ts:
+                touching.setdefault(t.value, []).append(i)
+        for priority in range(len(PRIORITIES)):
+            stack = list(reversed(range(len(self.rules))))
+            waiting = set(stack)
+            while stack:
+                i = stack.pop()
+                waiting.discard(i)
+                for v in self.visit(i, priority):
+                    for j in touching[v]:
+                        if j not in waiting:
+                            stack.append(j)
+                            waiting.add(j)
+
+    def settled(self, i: int) -> dict[int, tuple[str, ...]]:
+        """Every factor of equation i -> the axes it settled on (() when it holds none): in
+        claim order, each keeps the prefix of its axes no earlier factor holds."""
+        found = dict.fromkeys(range(len(self.rules[i].factors)), ())
+        for f, (axes, _) in self.wanted(i, split=True).items():
+            found[f] = _prefix_free(axes, {a for ax in found.values() for a in ax})
+        return found
+
+    def record(self) -> Propagation:
+        """The plain record of the finished run (conflicts noted before settling factors)."""
+        program, conflicts = self.program, tuple(self.conflicts)
+        unknown = {e.primitive for e in program.equations if not is_known(e.primitive)}
+        return Propagation(
+            program=program,
+            mesh=self.mesh,
+            annotations=self.user,
+            pinned={v: s for v, s in self.fixed.items() if v not in self.user},
+            steps=tuple(self.steps),
+            conflicts=conflicts,
+            unknown_primitives=tuple(sorted(unknown)),
+            rules=tuple(self.rules),
+            settled=tuple(self.settled(i) for i in range(len(self.rules))),
+            shardings={v: self.sharding(v) for v in program.values},
+        )
+
+
+def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | None = None):
+    """Propagate the program's annotations (plus `annotations`: value or name -> spec)."""
+    if not isinstance(program, Program):
+        raise TypeError(f"gv.propagate takes a gv.trace(...) Program, got {type(program).__name__}")
+    mesh = mesh or program.mesh
+    if mesh is None:
+        raise ValueError("the program has no mesh_split annotations; pass mesh=gv.Mesh(...)")
+    if program.mesh is not None and program.mesh != mesh:
+        raise ValueError(
+            f"the function's annotations use {program.mesh!r}, which is not the mesh "
+            f"{mesh!r} given to propagate"
+        )
+    p = Propagator(program, mesh, user_annotations(program, mesh, annotations))
+    p.run()
+    return p.record()

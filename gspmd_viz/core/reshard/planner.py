@@ -1,0 +1,128 @@
+"""The resharding planner: move a value from one sharding to another, cheapest first.
+
+A plan is a list of steps over the sharding's spec. Each step is one of (XLA: ReshardNoCache):
+  slice               keep a sub-block of the local shard: free (XLA: dynamic-slice)
+  all-reduce          resolve pending partial sums over some axes; or un-split a dim whose
+                      gathered blocks would be mostly padding by summing zero-padded blocks
+  reduce-scatter      resolve pending sums and split a dim over the same axes at once
+  all-to-all          move axes from one tensor dim to another (in another order than dst's:
+                      a collective-permute after it puts the blocks in place)
+  all-gather          un-split the minor axes of a dim
+  collective-permute  every new shard lies inside an old one: its holder slices it out and
+                      sends it (same tiling, other device order is the case with no slicing;
+                      a holder asked for several pieces sends one a round)
+Collectives run on subgroups: only the mesh axes they name. The plan is the cheapest path by
+wire bytes (then fewer collectives) found by Dijkstra over the reachable specs.
+
+Uneven dims: every local buffer has the padded `shard_shape`; shard i of a dim split S ways
+starts at i * ceil(N/S). Gathering or slicing only some axes of a dim keeps that layout only
+when the shards nest (`_nests`); otherwise the plan gathers the whole dim first, or permutes
+each new block from the old one it lies in (4 rows over 8 devices, padding on four, to 4 over 4;
+or to the same blocks over the dim's minor axes alone before a gather: steps.Mover.on_data).
+"""
+
+import heapq
+import itertools
+
+import numpy as np
+
+from gspmd_viz.core.reshard.steps import Mover, ReshardStep, state_key
+from gspmd_viz.core.sharding.collective import Collective, total_wire_bytes
+from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
+from gspmd_viz.units import format_bytes
+
+
+def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[ReshardStep]:
+    """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
+    mover = Mover(src.mesh, shape, dtype, source)
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
+    dst = mover.sharding(goal)
+    heap = [((0.0, 0, 0), 0, start, ())]
+    best = {start: (0.0, 0, 0)}
+    tie = itertools.count(1)
+    while heap:
+        cost, _, state, path = heapq.heappop(heap)
+        if state == goal:
+            return [mover.step(before, move) for before, move in path]
+        if best.get(state, cost) < cost:
+            continue
+        for move in mover.moves(state, dst):
+            c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
+            if c < best.get(move.new, (float("inf"),)):
+                best[move.new] = c
+                heapq.heappush(heap, (c, next(tie), move.new, (*path, (state, move))))
+    raise AssertionError(f"no resharding plan from {src!r} to {dst!r}")  # gathers always work
+
+
+# --- public --------------------------------------------------------------------------------
+
+
+class ReshardPlan:
+    """`gv.reshard_plan(src, dst, shape)`: steps, their collectives, and the bytes they move."""
+
+    def __init__(self, src: Sharding, dst: Sharding, shape, dtype, steps: list[ReshardStep]):
+        self.src, self.dst, self.shape, self.dtype, self.steps = src, dst, shape, dtype, steps
+
+    @property
+    def collectives(self) -> list[Collective]:
+        return [s.collective for s in self.steps if s.collective is not None]
+
+    @property
+    def wire_bytes(self) -> float:
+        return total_wire_bytes(self.collectives)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def lines(self) -> list[str]:
+        """One line per step: `all-gather(x) dim 0   # [4, 6] -> [7, 6]   48 B`."""
+        out = []
+        for step in self.steps:
+            before = list(step.before.shard_shape(self.shape))
+            after = list(step.after.shard_shape(self.shape))
+            where = "" if not step.dims else " dims " + "<-".join(map(str, step.dims))
+            where = where.replace("dims", "dim") if len(step.dims) == 1 else where
+            op = f"{step.kind}({','.join(step.axes)}){where}"
+            cost = "free" if step.collective is None else format_bytes(step.wire_bytes)
+            out.append(f"{op:<34}# {before} -> {after}   {cost}")
+        return out
+
+    def __str__(self) -> str:
+        head = (
+            f"reshard {self.src.describe(self.shape, self.dtype)} -> "
+            f"{self.dst.describe(self.shape, self.dtype)}: "
+            f"{format_bytes(self.wire_bytes)} per device on the wire"
+        )
+        body = self.lines() or ["(nothing to do)"]
+        return "\n".join([head, *("  " + line for line in body)])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: str = ""):
+    """The cheapest plan (by wire bytes) that turns `src`-sharded data into `dst`-sharded."""
+    shape = tuple(int(n) for n in shape)
+    _check(src, dst, shape)
+    dtype = as_dtype(dtype)
+    if state_key(src, len(shape)) == state_key(dst, len(shape)):
+        return ReshardPlan(src, dst, shape, dtype, [])
+    return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))
+
+
+def _check(src: Sharding, dst: Sharding, shape) -> None:
+    for s in (src, dst):
+        if not isinstance(s, Sharding):
+            raise TypeError(f"reshard_plan takes gv.Sharding objects, got {type(s).__name__}")
+        s.check_rank(len(shape))
+    if src.mesh != dst.mesh:
+        raise ValueError(f"cannot reshard between meshes {src.mesh!r} and {dst.mesh!r}")
+    extra = dst.unreduced - src.unreduced
+    if extra:
+        raise ValueError(
+            f"{dst!r} holds pending sums over {sorted(extra)} that {src!r} does not: a plan can "
+            "resolve pending sums but never create them"
+        )

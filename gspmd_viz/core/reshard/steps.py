@@ -1,0 +1,291 @@
+"""The moves a resharding plan is searched over: from one spec state, every single step
+(slice, all-reduce, reduce-scatter, all-to-all, all-gather, collective-permute) and its cost.
+reshard/planner.py finds the cheapest path through them.  # XLA: ReshardNoCache's per-case helpers
+"""
+
+import dataclasses
+import itertools
+import math
+from typing import NamedTuple
+
+from gspmd_viz.core.reshard.permute_rounds import round_count, within
+from gspmd_viz.core.sharding.collective import Collective, wire_bytes
+from gspmd_viz.core.sharding.sharding import Sharding, ceil_div
+
+Spec = tuple[tuple[str, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReshardStep:
+    """One resharding step; `dims` = (dim,) or, for all-to-all, (split dim, concat dim)."""
+
+    kind: str
+    axes: tuple[str, ...]
+    dims: tuple[int, ...]
+    before: Sharding
+    after: Sharding
+    collective: Collective | None = None
+
+    @property
+    def wire_bytes(self) -> float:
+        return self.collective.wire_bytes if self.collective else 0.0
+
+
+def _nests(n: int, outer: int, inner: int) -> bool:
+    """Do the shards of a dim of size n split `outer` ways nest into `outer * inner` ways?"""
+    return outer == 1 or ceil_div(n, outer) == inner * ceil_div(n, outer * inner)
+
+
+class _Move(NamedTuple):
+    kind: str
+    axes: tuple[str, ...]
+    dims: tuple[int, ...]
+    new: tuple  # the (spec, unreduced) state it leads to
+    operand: tuple[int, ...] | None  # per-device operand shape (None: slice)
+
+
+class Mover:
+    """Moves from one (spec, unreduced) state to the next, with their bytes. Plain tuples
+    while searching; Steps (with Shardings and Collectives) only for the chosen path."""
+
+    def __init__(self, mesh, shape, dtype, source: str):
+        self.mesh, self.shape, self.dtype, self.source = mesh, tuple(shape), dtype, source
+        self.sizes = mesh.shape
+
+    def sharding(self, state) -> Sharding:
+        return Sharding(self.mesh, state[0], state[1])
+
+    def size(self, axes) -> int:
+        return math.prod(self.sizes[a] for a in axes)
+
+    def local(self, spec) -> list[int]:
+        return [ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
+
+    def nests(self, dim: int, prefix, extra) -> bool:
+        return _nests(self.shape[dim], self.size(prefix), self.size(extra))
+
+    def cost(self, move: _Move) -> float:
+        if move.operand is None:
+            return 0.0
+        nbytes = self.dtype.itemsize * math.prod(move.operand)
+        group = 2 if move.kind == "collective-permute" else self.size(move.axes)
+        return wire_bytes(move.kind, nbytes, group)
+
+    def step(self, state, move: _Move) -> ReshardStep:
+        collective = None
+        if move.operand is not None:
+            group = 2 if move.kind == "collective-permute" else self.size(move.axes)
+            collective = Collective(
+                move.kind, move.axes, move.operand, self.dtype, group, self.source, move.dims
+            )
+        before, after = self.sharding(state), self.sharding(move.new)
+        return ReshardStep(move.kind, move.axes, move.dims, before, after, collective)
+
+    def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
+        """The operand of a collective that splits `dim` over `axes`: padded to divide."""
+        operand = self.local(spec)
+        operand[dim] = self.size(axes) * self.local(new)[dim]
+        return tuple(operand)
+
+    # --- one generator per kind of move ---------------------------------------------------
+    def slices(self, state, dst):
+        spec, unreduced = state
+        used = {a for axes in spec for a in axes} | unreduced
+        for d, extra in _growth(spec, dst):
+            for k in range(1, len(extra) + 1):
+                axes = extra[:k]
+                if used & set(axes) or not self.nests(d, spec[d], axes):
+                    break
+                new = (_set(spec, d, spec[d] + axes), unreduced)
+                yield _Move("slice", axes, (d,), new, None)
+
+    def reduce_scatters(self, state, dst):
+        spec, unreduced = state
+        todo = unreduced - dst.unreduced
+        for d, extra in _growth(spec, dst):
+            for k in range(1, len(extra) + 1):
+                axes = extra[:k]
+                if not set(axes) <= todo or not self.nests(d, spec[d], axes):
+                    break
+                new_spec = _set(spec, d, spec[d] + axes)
+                operand = self.padded(spec, new_spec, d, axes)
+                yield _Move(
+                    "reduce-scatter", axes, (d,), (new_spec, unreduced - set(axes)), operand
+                )
+
+    def all_reduces(self, state, dst):
+        spec, unreduced = state
+        todo = [a for a in self.mesh.axis_names if a in unreduced - dst.unreduced]
+        for k in range(1, len(todo) + 1):
+            for axes in itertools.combinations(todo, k):
+                new = (spec, unreduced - set(axes))
+                yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
+
+    def all_gathers(self, state, dst):
+        """Un-split a dim's minor axes; where most of what a gather would bring is padding,
+        sum zero-padded blocks instead (an all-reduce of the gathered size, as XLA does)."""
+        spec, unreduced = state
+        for d, cur in enumerate(spec):
+            for k in range(1, len(cur) + 1):
+                keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
+                if self.nests(d, keep, axes):
+                    new = (_set(spec, d, keep), unreduced)
+                    yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
+                    gathered = tuple(self.local(new[0]))
+                    if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
+                        yield _Move("all-reduce", axes, (d,), new, gathered)
+
+    def all_to_alls(self, state, dst):
+        spec, unreduced = state
+        growth = dict(_growth(spec, dst))
+        for d, cur in enumerate(spec):
+            for k in range(1, len(cur) + 1):
+                keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
+                for e, extra in growth.items():
+                    # the axes dst adds to dim e, in any order: a permute then puts blocks in place
+                    if e == d or sorted(extra[:k]) != sorted(axes):
+                        continue
+                    if not (self.nests(d, keep, axes) and self.nests(e, spec[e], axes)):
+                        continue
+                    new_spec = _set(_set(spec, d, keep), e, spec[e] + axes)
+                    operand = self.padded(spec, new_spec, e, axes)
+                    yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
+
+    def permutes(self, state, dst):
+        """Straight to dst when every dst shard lies inside one src shard: the holder slices it
+        out and sends it (same tiling in another device order has nothing to slice). Or, on the
+        way, reorder each dim's axes so those dst keeps there come first, or put dst's axes
+        first and the src axes it drops after them (`_goal_major`): then only the minor axes
+        need gathering (# XLA: reshard by collective-permute before an all-gather)."""
+        spec, unreduced = state
+        if unreduced or dst.unreduced:
+            return
+        goal = state_key(dst, len(self.shape))[0]
+        targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
+        targets += (self.relabel(spec, goal), self.on_data(spec))
+        for target in dict.fromkeys(targets):
+            if target != spec and self.inside(spec, target):
+                yield from self._permute(spec, target)
+
+    def _permute(self, spec, target):
+        """The collective-permute from spec to target (`inside`). Where the shards nest, every
+        src shard has as many holders as askers and each device sends at most once. Where an
+        uneven split does not nest (4 rows over 8 devices to 4 over 4), a holder may have
+        several askers: it sends one piece a round (`permute_rounds`), the operand [rounds,
+        *local]. Where every device holds its new shard already: a free local slice, unless
+        `slices` get there (a dim's axes growing at its end)."""
+        new = (target, frozenset())
+        rounds = round_count(self.sharding((spec, frozenset())), self.sharding(new), self.shape)
+        if not rounds:
+            grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
+            yield from [] if grows else [_Move("slice", (), (), new, None)]
+            return
+        roles = _roles(spec), _roles(target)
+        moved = {a for a in self.mesh.axis_names if roles[0].get(a) != roles[1].get(a)}
+        for d, (have, want) in enumerate(zip(spec, target, strict=True)):
+            if not self.nested_dim(d, have, want):  # blocks move along all of its axes
+                moved |= set(have) | set(want)
+        local = tuple(self.local(target))
+        operand = (rounds, *local) if rounds > 1 else local
+        axes = tuple(a for a in self.mesh.axis_names if a in moved)
+        yield _Move("collective-permute", axes, (), new, operand)
+
+    def on_data(self, spec):
+        """spec with each dim's major axes dropped while the devices past the first along them
+        hold padding only (4 rows over (x, y) on 2x4: the devices at x = 1 hold none): the
+        same blocks over fewer axes, the holders sending them on (a permute), where gathering
+        the dim would bring every block of padding too."""
+        out = []
+        for n, axes in zip(self.shape, spec, strict=True):
+            k, block = 0, ceil_div(n, self.size(axes))
+            while k < len(axes) and n <= block * self.size(axes[k + 1 :]):
+                k += 1
+            out.append(tuple(axes[k:]))
+        return tuple(out)
+
+    def relabel(self, spec, goal):
+        """spec with an axis swapped for the one goal has at the same place in the same dim,
+        when that one is free and as large: a permute to it, then only gathers remain
+        ((z, y) -> x on a 2x2x2 mesh: permute to (x, y), gather y; # XLA does the same)."""
+        used, out = {a for axes in spec for a in axes}, []
+        for have, want in zip(spec, goal, strict=True):
+            have = list(have)
+            for i, (a, b) in enumerate(zip(have, want, strict=False)):
+                if a != b and b not in used and self.sizes[a] == self.sizes[b]:
+                    have[i] = b
+                    used.add(b)
+            out.append(tuple(have))
+        return tuple(out)
+
+    def nested_dim(self, dim: int, have, want) -> bool:
+        """Does dim split `want` ways divide every shard of it split `have` ways into the same
+        whole number of shards (none straddling a shard's end)?"""
+        n, s, t = self.shape[dim], self.size(have), self.size(want)
+        return t % s == 0 and ceil_div(n, s) == t // s * ceil_div(n, t)
+
+    def inside(self, spec, target) -> bool:
+        """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
+        return all(
+            self.nested_dim(d, have, want) or within(n, self.size(have), self.size(want))
+            for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
+        )
+
+    def moves(self, state, dst):
+        for gen in (
+            self.slices,
+            self.reduce_scatters,
+            self.all_reduces,
+            self.all_to_alls,
+            self.all_gathers,
+            self.permutes,
+        ):
+            yield from gen(state, dst)
+
+
+def _roles(spec) -> dict[str, tuple[int, int]]:
+    """axis -> (tensor dim, position within the dim's axes)."""
+    return {a: (d, i) for d, axes in enumerate(spec) for i, a in enumerate(axes)}
+
+
+def _dst_major(spec, goal):
+    """spec with each dim's axes reordered: the longest prefix of goal's axes there comes first."""
+    out = []
+    for have, want in zip(spec, goal, strict=True):
+        lead = []
+        for a in want:
+            if a not in have:
+                break
+            lead.append(a)
+        out.append(tuple(lead) + tuple(a for a in have if a not in lead))
+    return tuple(out)
+
+
+def _goal_major(spec, goal):
+    """goal with each dim's other src axes after its own, minor: a permute to it, then only
+    those are gathered ([64@y] -> [64@x] on 2x4: permute to [64@(x, y)], 1 KiB, gather y,
+    3 KiB, not gather y then slice, 6 KiB; # XLA does the same)."""
+    kept = {a for axes in goal for a in axes}
+    return tuple(
+        want + tuple(a for a in have if a not in kept)
+        for have, want in zip(spec, goal, strict=True)
+    )
+
+
+def _set(spec, dim, axes):
+    return spec[:dim] + (tuple(axes),) + spec[dim + 1 :]
+
+
+def _growth(spec, dst: Sharding):
+    """(dim, axes dst wants after the current ones) for dims whose axes are a prefix of dst's."""
+    for d, cur in enumerate(spec):
+        want = dst.dim_axes(d)
+        if want[: len(cur)] == cur and len(want) > len(cur):
+            yield d, want[len(cur) :]
+
+
+def state_key(sharding: Sharding, ndim: int):
+    """(spec, unreduced) without size-1 mesh axes: they split nothing and sum nothing, so
+    shardings that differ only there hold the same data on every device."""
+    size = sharding.mesh.shape
+    spec = tuple(tuple(a for a in sharding.dim_axes(d) if size[a] > 1) for d in range(ndim))
+    return spec, frozenset(a for a in sharding.unreduced if size[a] > 1)

@@ -1,0 +1,109 @@
+"""A logical device mesh: named axes with sizes, device ids in C order.
+
+The mesh needs no devices until something runs on it, so meshes of 4096+ devices work for
+symbolic propagation, partitioning and display.
+"""
+
+import math
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+
+import numpy as np
+
+from gspmd_viz.core.sharding.devices import available_devices
+
+
+class Mesh:
+    """`Mesh({"x": 2, "y": 4})`: axis names, major to minor, with their sizes."""
+
+    def __init__(self, axes: Mapping[str, int]):
+        if not isinstance(axes, Mapping) or not axes:
+            raise TypeError(
+                'Mesh takes a non-empty dict of axis sizes, e.g. Mesh({"x": 2, "y": 4})'
+            )
+        for name, size in axes.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"mesh axis names must be identifiers, got {name!r}")
+            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+                raise ValueError(f"mesh axis {name!r} must have a positive size, got {size!r}")
+        self._axes = tuple((name, int(size)) for name, size in axes.items())
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self._axes)
+
+    @property
+    def shape(self) -> dict[str, int]:
+        return dict(self._axes)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(size for _, size in self._axes)
+
+    @property
+    def size(self) -> int:
+        return int(math.prod(self.sizes))
+
+    def axis_size(self, name: str) -> int:
+        self.check_axis(name)
+        return self.shape[name]
+
+    def axis_index(self, name: str) -> int:
+        self.check_axis(name)
+        return self.axis_names.index(name)
+
+    def check_axis(self, name) -> None:
+        if name not in self.shape:
+            raise ValueError(
+                f"unknown mesh axis {name!r}: this mesh has axes {list(self.axis_names)}"
+            )
+
+    @cached_property
+    def device_ids(self) -> np.ndarray:
+        """int array of shape `sizes`: the logical device id at each mesh coordinate."""
+        return np.arange(self.size).reshape(self.sizes)
+
+    def coords(self, device: int) -> dict[str, int]:
+        """Mesh coordinate of a device id, by axis name."""
+        index = np.unravel_index(device, self.sizes)
+        return {name: int(i) for name, i in zip(self.axis_names, index, strict=True)}
+
+    def to_jax(self, explicit: Iterable[str] = ()):
+        """A jax.sharding.Mesh over this process's first devices, with Auto (GSPMD) axes.
+
+        Axes named in `explicit` get AxisType.Explicit: jax needs that for unreduced axes.
+        """
+        from jax.sharding import Mesh as JaxMesh
+
+        devices = np.array(available_devices(self.size)).reshape(self.sizes)
+        return JaxMesh(devices, self.axis_names, axis_types=self._axis_types(explicit))
+
+    def _axis_types(self, explicit: Iterable[str] = ()) -> tuple:
+        from jax.sharding import AxisType
+
+        explicit = set(explicit)
+        for name in explicit:
+            self.check_axis(name)
+        return tuple(
+            AxisType.Explicit if name in explicit else AxisType.Auto for name in self.axis_names
+        )
+
+    def to_abstract(self):
+        """A device-less jax AbstractMesh with the same axes (for tracing huge meshes)."""
+        from jax.sharding import AbstractMesh
+
+        return AbstractMesh(self.sizes, self.axis_names, axis_types=self._axis_types())
+
+    @classmethod
+    def from_jax(cls, mesh) -> "Mesh":
+        """Our mesh with the axes of a jax Mesh or AbstractMesh."""
+        return cls(dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True)))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Mesh) and self._axes == other._axes
+
+    def __hash__(self) -> int:
+        return hash(self._axes)
+
+    def __repr__(self) -> str:
+        return "Mesh(" + ", ".join(f"{name}={size}" for name, size in self._axes) + ")"
