@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from plotly.offline import get_plotlyjs
 
 from gspmd_viz.viz.export import export, offline_outputs
 
@@ -96,6 +97,16 @@ def pages(tmp_path_factory):
 
 def test_one_page_per_lesson_named_after_it(pages):
     assert sorted(pages) == [lesson.stem for lesson in LESSONS]
+
+
+def test_plotly_js_is_inlined_once_where_a_page_has_plots(pages):
+    # README: a page with plots is about 5 MiB, its own plotly.js; the others about 0.5 MiB.
+    library = get_plotlyjs()
+    for stem, page in pages.items():
+        html = page.read_text(encoding="utf-8")
+        copies = html.count(library[:2000])
+        assert copies == ("gv-plot-0" in html), (stem, copies)
+        assert len(html.encode()) < copies * len(library.encode()) + 2**20, stem
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.stem for lesson in LESSONS])
