@@ -56,12 +56,19 @@ class _FormulaCounter(IPythonRenderer):
         return super().latex_environment(name, body)
 
 
+def _markdown_sources(lesson: Path) -> list[str]:
+    """What the page renders as markdown: markdown cells and `text/markdown` outputs."""
+    cells = nbformat.read(lesson, as_version=4).cells
+    outputs = [out.get("data", {}) for c in cells for out in c.get("outputs", [])]
+    return [c.source for c in cells if c.cell_type == "markdown"] + [
+        data["text/markdown"] for data in outputs if "text/markdown" in data
+    ]
+
+
 def _expected_formulas_and_dollars(lesson: Path) -> tuple[int, int]:
     """Formulas in the lesson's markdown, and the `\\$` escapes that should show as a plain `$`."""
     counter = _FormulaCounter(escape=False)
-    markdown = [
-        c.source for c in nbformat.read(lesson, as_version=4).cells if c.cell_type == "markdown"
-    ]
+    markdown = _markdown_sources(lesson)
     for source in markdown:
         MarkdownWithMath(renderer=counter).render(source)
     return counter.formulas, sum(source.count("\\$") for source in markdown)
