@@ -5,7 +5,8 @@
 no longer exist. Plotly figures become live plots with plotly.js inlined once per page; widget
 views are dropped in favour of the static picture their cell stores (`gspmd_viz.viz.static.show`):
 embedding widget state would need the widget manager from a CDN, so the page would not be
-self-contained. No MathJax, no require.js, nothing remote.
+self-contained. No MathJax, no require.js, nothing remote: formulas in markdown cells and in
+`text/latex` outputs are converted to MathML when the page is written (`offline_math`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ import nbformat
 from nbconvert import HTMLExporter
 from plotly.offline import get_plotlyjs
 
+from gspmd_viz.viz.offline_math import markdown_to_html
+
 PLOTLY = "application/vnd.plotly.v1+json"
+LATEX = "text/latex"
 WIDGET = "application/vnd.jupyter.widget-view+json"
+# Where MathJax would load: a rule that sets MathML's math font a little larger, to match the text.
 OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mathjax -%}<style>math { font-size: 1.1em; }</style>{%- endblock -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 """
 
@@ -51,6 +56,8 @@ def offline_outputs(nb) -> int:
                 html = _plot_html(data[PLOTLY], f"gv-plot-{plots}", plots == 0)
                 out["data"] = {"text/html": html}
                 plots += 1
+            elif LATEX in data:
+                data.setdefault("text/html", markdown_to_html(data.pop(LATEX)))
             kept.append(out)
         if cell.cell_type == "code":
             cell.outputs = kept
@@ -58,9 +65,26 @@ def offline_outputs(nb) -> int:
     return plots
 
 
+class OfflineExporter(HTMLExporter):
+    """nbconvert's lab page with markdown formulas as MathML instead of text for MathJax."""
+
+    @jinja2.pass_context
+    def markdown2html(self, context, source: str) -> str:
+        # As HTMLExporter.markdown2html, with the MathML renderer.
+        return markdown_to_html(
+            source,
+            attachments=context.get("cell", {}).get("attachments", {}),
+            embed_images=self.embed_images,
+            path=context.get("resources", {}).get("metadata", {}).get("path", ""),
+            anchor_link_text=self.anchor_link_text,
+            exclude_anchor_links=self.exclude_anchor_links,
+            **self.lexer_options,
+        )
+
+
 def exporter() -> HTMLExporter:
     loader = jinja2.DictLoader({"gv_offline.html.j2": OFFLINE_TEMPLATE})
-    return HTMLExporter(
+    return OfflineExporter(
         template_name="lab", template_file="gv_offline.html.j2", extra_loaders=[loader]
     )
 
