@@ -7,9 +7,15 @@ ordinary annotated program the partitioner pipelines, in ``gspmd_viz.core.pipeli
 
 from gspmd_viz.core.pipeline import run, sequential_loss
 from gspmd_viz.core.pipeline_gspmd import gspmd_iterations, gspmd_pipeline, gspmd_sequential
-from gspmd_viz.sim.pipeline import SCHEDULES, Schedule, bubble_fraction, makespan, schedule
-from gspmd_viz.sim.pipeline_engine import ScheduleDeadlock
-from gspmd_viz.sim.pipeline_timing import PipelineTimeline, Placement, place, simulate
+from gspmd_viz.sim.pipelines.pipeline import (
+    SCHEDULES,
+    Schedule,
+    bubble_fraction,
+    makespan,
+    schedule,
+)
+from gspmd_viz.sim.pipelines.pipeline_engine import ScheduleDeadlock
+from gspmd_viz.sim.pipelines.pipeline_timing import PipelineTimeline, Placement, place, simulate
 
 __all__ = [
     "SCHEDULES",

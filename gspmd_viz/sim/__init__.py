@@ -1,14 +1,30 @@
 """Simulated TPU meshes: torus topologies, collective algorithms at link level, closed forms.
 
 numpy only (``replay`` imports jax lazily to run schedules on the devices it is given); it imports
-neither the compiler package nor viz. ``registry`` lists every algorithm once.
+neither the compiler package nor viz. Folders by idea:
+
+- ``collectives/``: topologies and chips, collective algorithms (``registry`` lists every one
+  once), the link-level simulator, closed forms, logical meshes placed on a pod;
+- ``pipelines/``: pipeline schedules as data and their dependency-driven timing;
+- ``steps/``: a whole training step on a pod (its collectives link by link, memory, step time).
+
+The modules most used by name stay reachable as ``gv.sim.<module>``.
 """
 
-from gspmd_viz.sim import execute, placement, replay, step_timeline, training
-from gspmd_viz.sim.algorithms import Schedule
-from gspmd_viz.sim.chips import CHIPS, Chip, chip
-from gspmd_viz.sim.cost import collective_time, lower_bound
-from gspmd_viz.sim.registry import (
+from gspmd_viz.sim.collectives import (
+    chips,
+    cost,
+    execute,
+    placement,
+    registry,
+    replay,
+    rings,
+    topology,
+)
+from gspmd_viz.sim.collectives.algorithms import Schedule
+from gspmd_viz.sim.collectives.chips import CHIPS, Chip, chip
+from gspmd_viz.sim.collectives.cost import collective_time, lower_bound
+from gspmd_viz.sim.collectives.registry import (
     ALGORITHMS,
     KINDS,
     Algorithm,
@@ -19,10 +35,12 @@ from gspmd_viz.sim.registry import (
     describe,
     schedule,
 )
-from gspmd_viz.sim.rings import ring_order
-from gspmd_viz.sim.simulate import Timeline, simulate
-from gspmd_viz.sim.step_timeline import StepTimeline, simulate_step
-from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
+from gspmd_viz.sim.collectives.rings import ring_order
+from gspmd_viz.sim.collectives.simulate import Timeline, simulate
+from gspmd_viz.sim.collectives.topology import PRESETS, Topology, preset, torus
+from gspmd_viz.sim.pipelines import pipeline, pipeline_engine, pipeline_timing
+from gspmd_viz.sim.steps import step_timeline, training
+from gspmd_viz.sim.steps.step_timeline import StepTimeline, simulate_step
 
 __all__ = [
     "ALGORITHMS",
@@ -37,21 +55,29 @@ __all__ = [
     "algorithms",
     "applicable",
     "chip",
+    "chips",
+    "cost",
     "closed_form",
     "default_algorithm",
     "describe",
     "execute",
     "collective_time",
     "lower_bound",
+    "pipeline",
+    "pipeline_engine",
+    "pipeline_timing",
     "placement",
     "preset",
+    "registry",
     "replay",
     "ring_order",
+    "rings",
     "schedule",
     "simulate",
     "simulate_step",
     "step_timeline",
     "StepTimeline",
+    "topology",
     "torus",
     "training",
 ]

@@ -16,8 +16,13 @@ from itertools import zip_longest
 
 import numpy as np
 
-from gspmd_viz.sim.rings import dim_rings, ring_all_gather, ring_order, ring_reduce_scatter
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives.rings import (
+    dim_rings,
+    ring_all_gather,
+    ring_order,
+    ring_reduce_scatter,
+)
+from gspmd_viz.sim.collectives.topology import Topology
 
 
 @dataclasses.dataclass(frozen=True)

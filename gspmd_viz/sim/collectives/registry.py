@@ -12,12 +12,12 @@ import dataclasses
 from collections.abc import Callable
 from functools import partial
 
-from gspmd_viz.sim import algorithms as build
-from gspmd_viz.sim import cost
-from gspmd_viz.sim.algorithms import Schedule
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives import algorithms as build
+from gspmd_viz.sim.collectives import cost
+from gspmd_viz.sim.collectives.algorithms import Schedule
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.topology import Topology
 
 KINDS = cost.SIMULATED_KINDS
 MAX_TRANSFERS = 5_000_000  # keeps a schedule within a few hundred MB

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.rings import ring_order
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.rings import ring_order
+from gspmd_viz.sim.collectives.topology import Topology
 
 # the collectives sim can simulate link by link (the registry has algorithms for each)
 SIMULATED_KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")

@@ -11,12 +11,12 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.sim import cost
-from gspmd_viz.sim.algorithms import Schedule, Step
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.registry import check_kind, default_algorithm, schedule
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives import cost
+from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.registry import check_kind, default_algorithm, schedule
+from gspmd_viz.sim.collectives.topology import Topology
 from gspmd_viz.units import format_bytes, format_time
 
 
