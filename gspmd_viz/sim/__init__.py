@@ -14,8 +14,11 @@ The modules most used by name stay reachable as ``gv.sim.<module>``.
 from gspmd_viz.sim.collectives import (
     chips,
     cost,
+    device_order,
     execute,
+    logarithmic,
     placement,
+    presets,
     registry,
     replay,
     rings,
@@ -24,12 +27,16 @@ from gspmd_viz.sim.collectives import (
 from gspmd_viz.sim.collectives.algorithms import Schedule
 from gspmd_viz.sim.collectives.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.collectives.cost import collective_time, lower_bound
+from gspmd_viz.sim.collectives.device_order import DeviceOrder, place
+from gspmd_viz.sim.collectives.presets import GENERATIONS, chip_of
+from gspmd_viz.sim.collectives.presets import preset as preset
 from gspmd_viz.sim.collectives.registry import (
     ALGORITHMS,
     KINDS,
     Algorithm,
     algorithms,
     applicable,
+    choose,
     closed_form,
     default_algorithm,
     describe,
@@ -37,7 +44,7 @@ from gspmd_viz.sim.collectives.registry import (
 )
 from gspmd_viz.sim.collectives.rings import ring_order
 from gspmd_viz.sim.collectives.simulate import Timeline, simulate
-from gspmd_viz.sim.collectives.topology import PRESETS, Topology, preset, torus
+from gspmd_viz.sim.collectives.topology import PRESETS, Topology, torus
 from gspmd_viz.sim.pipelines import pipeline, pipeline_engine, pipeline_timing
 from gspmd_viz.sim.steps import step_timeline, training
 from gspmd_viz.sim.steps.step_timeline import StepTimeline, simulate_step
@@ -46,27 +53,35 @@ __all__ = [
     "ALGORITHMS",
     "Algorithm",
     "CHIPS",
+    "GENERATIONS",
     "KINDS",
     "PRESETS",
     "Chip",
+    "DeviceOrder",
     "Schedule",
     "Timeline",
     "Topology",
     "algorithms",
     "applicable",
     "chip",
+    "chip_of",
+    "choose",
     "chips",
     "cost",
     "closed_form",
     "default_algorithm",
     "describe",
+    "device_order",
     "execute",
     "collective_time",
+    "logarithmic",
     "lower_bound",
     "pipeline",
     "pipeline_engine",
     "pipeline_timing",
+    "place",
     "placement",
+    "presets",
     "preset",
     "registry",
     "replay",
