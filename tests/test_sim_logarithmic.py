@@ -98,3 +98,17 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="powers of two"):
         sim.closed_form(sim.torus((6,)), "all-to-all", 2**20, "bruck")
     assert "swing" not in sim.applicable(sim.torus((4, 8), wrap=False))
+
+
+@pytest.mark.parametrize("x", [4, 16, 32])
+def test_scaling_book_formula_beside_our_ring(x):
+    """max(T_min X/2, V/W_ici): its bandwidth term is our bidirectional ring's times X/(X-1);
+    its latency term counts X/2 hops where our lockstep ring waits a hop in each of X-1 steps."""
+    axis, spec = sim.torus((x,)), sim.chip("tpu-v5e")
+    big, tiny = 2**34, 1
+    book = sim.cost.scaling_book_time("all-gather", big, x, chip=spec)
+    ours = sim.closed_form(axis, "all-gather", big, "bidirectional-ring", chip=spec)
+    assert book / ours == pytest.approx(x / (x - 1), rel=1e-3)
+    assert sim.cost.scaling_book_time("all-reduce", tiny, x, spec) == 2 * x / 2 * spec.hop_latency_s
+    with pytest.raises(ValueError, match="not 'all-to-all'"):
+        sim.cost.scaling_book_time("all-to-all", big, x)
