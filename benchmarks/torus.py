@@ -4,7 +4,10 @@ Run: .venv/bin/python benchmarks/torus.py
 Prints (1) wall time to simulate the 2-D all-reduce and build its animation frames at 64, 1024
 and 4096 chips (goal: 4096-chip multipod under 2 s), (2) every all-reduce algorithm's simulated
 time over its bandwidth lower bound on the 32x32 TPU-v3 pod (goal: best 2-D algorithm within
-1.1x for large payloads).
+1.1x for large payloads), (3) all-to-all against its bounds, (4) the goals of today's pods:
+on the 32x32 pod the fastest algorithm ("auto") for 32 KiB, 1 MiB and 1 GiB against
+max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), a 9,216-chip
+all-reduce simulated under 2 s, and every preset's figures with their sources.
 """
 
 from __future__ import annotations
@@ -72,12 +75,38 @@ def ratios():
           f"{a2a.time_s / a2a.lower_bound_s:.2f}x the bisection bound")  # fmt: skip
 
 
+def goals():
+    pod = sim.preset("tpu-v3-pod")
+    hop = sim.chip("tpu-v3").hop_latency_s
+    diameter = sum(n // 2 for n in pod.shape)
+    print(f"\n4) all-reduce on the 32x32 pod, algorithm='auto' vs max(bandwidth bound, "
+          f"diameter {diameter} x {hop * 1e6:.0f} us)")  # fmt: skip
+    for s, goal in [(2**15, 1.5), (2**20, 1.5), (2**30, 1.1)]:
+        tl = sim.simulate(pod, "all-reduce", s, algorithm="auto", pad=True)
+        bound = max(tl.lower_bound_s, diameter * hop)
+        ratio = tl.time_s / bound
+        print(f"   {_b(s):>7}: {tl.algorithm:<16} {tl.time_s * 1e6:9.1f} us = {ratio:.2f}x "
+              f"(goal {goal}x: {'met' if ratio <= goal else 'NOT met'})")  # fmt: skip
+    big = sim.preset("tpu7x-9216")
+    t = wall(lambda: sim.simulate(big, "all-reduce", 2**30, "torus-3d", pad=True), repeats=1)
+    print(f"   {big.describe()}: torus-3d all-reduce of 1 GiB simulated in {t:.2f} s (goal < 2 s)")
+    print("\n5) presets and their sources")
+    for row in sim.presets.table():
+        print(f"   {row['preset']:<14}{row['pod']:>9}  {row['wraparound']:<18}"
+              f"{row['bf16 TFLOP/s']:>6.0f} TFLOP/s {row['HBM GiB']:>4.0f} GiB "
+              f"{row['ICI GB/s/link/dir']:>4.0f} GB/s/link  chip: {row['chip source']}; "
+              f"topology: {row['topology source']}")  # fmt: skip
+
+
 def _b(s):
-    return f"{s // 2**30} GiB" if s >= 2**30 else f"{s // 2**20} MiB"
+    if s >= 2**30:
+        return f"{s // 2**30} GiB"
+    return f"{s // 2**20} MiB" if s >= 2**20 else f"{s // 2**10} KiB"
 
 
 if __name__ == "__main__":
     t0 = time.perf_counter()
     scaling()
     ratios()
+    goals()
     print(f"\nwhole benchmark: {time.perf_counter() - t0:.1f} s")

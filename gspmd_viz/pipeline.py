@@ -5,9 +5,15 @@ schedule on jax devices lives in ``gspmd_viz.strategies.pipeline_run``; GSPMD's 
 ordinary annotated program the partitioner pipelines, in ``gspmd_viz.strategies.gspmd_pipeline``.
 """
 
-from gspmd_viz.sim.pipeline import SCHEDULES, Schedule, bubble_fraction, makespan, schedule
-from gspmd_viz.sim.pipeline_engine import ScheduleDeadlock
-from gspmd_viz.sim.pipeline_timing import PipelineTimeline, Placement, place, simulate
+from gspmd_viz.sim.pipelines.pipeline import (
+    SCHEDULES,
+    Schedule,
+    bubble_fraction,
+    makespan,
+    schedule,
+)
+from gspmd_viz.sim.pipelines.pipeline_engine import ScheduleDeadlock
+from gspmd_viz.sim.pipelines.pipeline_timing import PipelineTimeline, Placement, place, simulate
 from gspmd_viz.strategies.gspmd_pipeline import gspmd_iterations, gspmd_pipeline, gspmd_sequential
 from gspmd_viz.strategies.pipeline_run import run, sequential_loss
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.sim import pipeline_timing
+from gspmd_viz.sim.pipelines import pipeline_timing
 
 pipe = gv.pipeline
 MULTI = ("interleaved-1f1b", "circular")

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.colors import get_colorscale, sample_colorscale, unlabel_rgb
 
 from gspmd_viz import pipeline as pipe
-from gspmd_viz.sim.pipeline import KINDS
+from gspmd_viz.sim.pipelines.pipeline import KINDS
 
 SHADE = {"F": 1.0, "B": 0.6, "W": 0.35}  # share of the microbatch's colour (the rest white)
 IDLE = "#b4b4b4"  # stage-time spent waiting so far: the bubble

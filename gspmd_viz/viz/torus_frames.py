@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from gspmd_viz import sim
-from gspmd_viz.sim.execute import expand
+from gspmd_viz.sim.collectives.execute import expand
 
 LEVELS = 6  # link load levels: 0 idle, 1..5 up to the busiest link of the whole timeline
 # idle grey, then blues to purple; the lightest has 3.4:1 contrast on white (WCAG non-text: 3)

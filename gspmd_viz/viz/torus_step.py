@@ -14,7 +14,7 @@ import html
 import ipywidgets as widgets
 
 from gspmd_viz import sim
-from gspmd_viz.sim.step_timeline import StepTimeline, simulate_step
+from gspmd_viz.sim.steps.step_timeline import StepTimeline, simulate_step
 from gspmd_viz.units import format_time
 from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors
 from gspmd_viz.viz.plotly_view import PlotlyView, plain

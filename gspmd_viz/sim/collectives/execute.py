@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.algorithms import Schedule, Step
 
 
 def expand(step: Step):

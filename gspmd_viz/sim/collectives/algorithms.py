@@ -16,8 +16,13 @@ from itertools import zip_longest
 
 import numpy as np
 
-from gspmd_viz.sim.rings import dim_rings, ring_all_gather, ring_order, ring_reduce_scatter
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives.rings import (
+    dim_rings,
+    ring_all_gather,
+    ring_order,
+    ring_reduce_scatter,
+)
+from gspmd_viz.sim.collectives.topology import Topology
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,8 +114,12 @@ def _merge(streams):
 # ----- schedule builders: (topo, kind) -> (chunks per chip, phases, steps) ----------------
 def ring_like(topo: Topology, kind: str, bidirectional: bool):
     """One ring through all chips (both ways round when `bidirectional`)."""
-    order = ring_order(topo)
-    n = len(order)
+    return ring_schedule(topo, kind, ring_order(topo)[None, :], bidirectional)
+
+
+def ring_schedule(topo: Topology, kind: str, groups: np.ndarray, bidirectional: bool):
+    """Rings through every row of `groups` [n_groups, n] (chip ids in ring order) at once."""
+    n = groups.shape[1]
     signs = (1, -1) if bidirectional else (1,)
     k = n * len(signs)
     names = {"all-reduce": ["reduce-scatter round the ring", "all-gather round the ring"]}
@@ -119,7 +128,7 @@ def ring_like(topo: Topology, kind: str, bidirectional: bool):
     ids = ([0], [1]) if kind == "all-reduce" else ([0], [0])
     streams, payload = [], {}
     for j, sign in enumerate(signs):
-        rings = (order if sign > 0 else order[::-1])[None, :]
+        rings = groups if sign > 0 else groups[:, ::-1]
         st, pl, _ = _stream(topo, [rings] if n > 1 else [], j * n, n, kind, ids)
         streams.append(st)
         for p, v in pl.items():

@@ -32,7 +32,7 @@ import functools
 
 import numpy as np
 
-from gspmd_viz.sim.pipeline_engine import KINDS, start_times
+from gspmd_viz.sim.pipelines.pipeline_engine import KINDS, start_times
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "circular", "zb-h1")
 _MULTI_CHUNK = ("interleaved-1f1b", "circular")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.algorithms import Schedule, Step
 
 AXIS = "chips"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives.topology import Topology
 
 
 def line_order(n: int, wrap: bool) -> np.ndarray:

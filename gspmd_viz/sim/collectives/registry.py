@@ -12,12 +12,15 @@ import dataclasses
 from collections.abc import Callable
 from functools import partial
 
-from gspmd_viz.sim import algorithms as build
-from gspmd_viz.sim import cost
-from gspmd_viz.sim.algorithms import Schedule
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives import algorithms as build
+from gspmd_viz.sim.collectives import cost
+from gspmd_viz.sim.collectives import logarithmic as log
+from gspmd_viz.sim.collectives.algorithms import Schedule
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.presets import chip_of
+from gspmd_viz.sim.collectives.topology import Topology
+from gspmd_viz.units import format_time
 
 KINDS = cost.SIMULATED_KINDS
 MAX_TRANSFERS = 5_000_000  # keeps a schedule within a few hundred MB
@@ -34,6 +37,7 @@ class Algorithm:
     time: Callable  # (topo, kind, bytes per chip, beta, alpha) -> seconds
     transfers: Callable[[int], int]  # about how many transfers its schedule holds, given N chips
     description: str
+    unfit: Callable[[Topology], str | None] = lambda topo: None  # why it cannot run there
 
 
 def _phased(name, orders, kinds, description):
@@ -66,6 +70,22 @@ _ENTRIES = [
     Algorithm("direct", ("all-to-all",), ANY_RANK, build.all_to_all_direct, cost.all_to_all_time,
               lambda n: n * n,
               "every chip sends each other chip its chunk at once (dimension-ordered routes)"),
+    Algorithm("recursive-doubling", ("all-reduce",), ANY_RANK, log.recursive_doubling,
+              log.recursive_doubling_time, lambda n: n * max(n.bit_length(), 1),
+              "log2(N) steps: swap the whole buffer with the chip 1, 2, 4, ... away and add",
+              log.unfit),
+    Algorithm("rabenseifner", ("all-reduce",), ANY_RANK, log.rabenseifner,
+              log.rabenseifner_time, lambda n: 2 * n * max(n.bit_length(), 1),
+              "recursive halving (reduce-scatter) then recursive doubling (all-gather)",
+              log.unfit),
+    Algorithm("swing", ("all-reduce",), ANY_RANK, log.swing, log.swing_time,
+              lambda n: n * max(n.bit_length(), 1),
+              "recursive doubling with Swing's short-hop peers 1, -1, 3, -5, 11, ... (torus)",
+              partial(log.unfit, need_wrap=True)),
+    Algorithm("bruck", ("all-to-all",), ANY_RANK, log.bruck, log.bruck_time,
+              lambda n: n * n // 2 * max(n.bit_length(), 1),
+              "log2(N) steps: half the buffer 1, 2, 4, ... chips on (radix-2 Bruck index)",
+              partial(log.unfit, need_wrap=True)),
 ]  # fmt: skip
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in _ENTRIES}
 # the default per torus rank, when it serves the collective (else the first that does)
@@ -85,7 +105,28 @@ def algorithms(kind: str = "all-reduce") -> list[str]:
 
 def applicable(topo: Topology, kind: str = "all-reduce") -> list[str]:
     """Algorithms of `kind` that run on `topo` (e.g. torus-3d needs a 3-D topology)."""
-    return [n for n in algorithms(kind) if topo.ndim in ALGORITHMS[n].ranks]
+    return [n for n in algorithms(kind)
+            if topo.ndim in ALGORITHMS[n].ranks and ALGORITHMS[n].unfit(topo) is None]  # fmt: skip
+
+
+def choose(topo: Topology, kind: str, nbytes: float, chip: str | Chip) -> tuple[str, str]:
+    """``algorithm="auto"``: the fastest closed form among the algorithms that run here.
+
+    Returns (name, why): the why names the runner-up and the regime (latency- or bandwidth-bound).
+    """
+    spec = get_chip(chip)
+    n_chips = topo.n_chips
+    fits = [n for n in applicable(topo, kind) if ALGORITHMS[n].transfers(n_chips) <= MAX_TRANSFERS]
+    if not fits:
+        raise ValueError(f"no {kind} algorithm runs on {topo.describe()} within the transfer cap")
+    times = sorted((closed_form(topo, kind, nbytes, n, spec), n) for n in fits)
+    (best_t, best), rest = times[0], times[1:]
+    bound = cost.lower_bound(topo, kind, nbytes, spec)
+    regime = "latency-bound" if best_t > 2 * bound else "bandwidth-bound"
+    why = f"auto: {best} {format_time(best_t)} is the fastest closed form here ({regime}"
+    if rest:
+        why += f"; next {rest[0][1]} {format_time(rest[0][0])}"
+    return best, why + ")"
 
 
 def describe(name: str) -> str:
@@ -106,6 +147,9 @@ def lookup(name: str, kind: str | None, topo: Topology | None = None) -> Algorit
     if topo is not None and topo.ndim not in entry.ranks:
         ranks = " or ".join(f"{r}-D" for r in entry.ranks)
         raise ValueError(f"algorithm {name!r} needs a {ranks} topology, got shape {topo.shape}")
+    reason = entry.unfit(topo) if topo is not None else None
+    if reason:
+        raise ValueError(f"algorithm {name!r} cannot run on shape {topo.shape}: {reason}")
     return entry
 
 
@@ -134,11 +178,17 @@ def closed_form(
     kind: str = "all-reduce",
     nbytes: float = 2**20,
     algorithm: str | None = None,
-    chip: str | Chip = "tpu-v3",
+    chip: str | Chip | None = None,
 ) -> float:
-    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`."""
+    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`.
+
+    `chip` defaults to the one a preset of today's pods names ("tpu-v3" otherwise);
+    `algorithm="auto"` prices the one ``choose`` picks.
+    """
     check_kind(kind)
-    spec = get_chip(chip)
+    spec = get_chip(chip or chip_of(topo))
+    if algorithm == "auto":
+        algorithm = choose(topo, kind, nbytes, spec)[0]
     entry = lookup(algorithm or default_algorithm(topo, kind), kind, topo)
     if topo.n_chips == 1:
         return 0.0

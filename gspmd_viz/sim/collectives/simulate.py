@@ -11,12 +11,13 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.sim import cost
-from gspmd_viz.sim.algorithms import Schedule, Step
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.registry import check_kind, default_algorithm, schedule
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives import cost
+from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.presets import chip_of
+from gspmd_viz.sim.collectives.registry import check_kind, choose, default_algorithm, schedule
+from gspmd_viz.sim.collectives.topology import Topology
 from gspmd_viz.units import format_bytes, format_time
 
 
@@ -90,6 +91,7 @@ class Timeline:
     phases: list[PhaseRecord]
     time_s: float
     lower_bound_s: float
+    why: str = ""  # why algorithm="auto" chose this algorithm
 
     def summary(self) -> str:
         lines = [
@@ -97,6 +99,8 @@ class Timeline:
             f"{self.topo.describe()}, {self.chip.name}",
             f"  total {format_time(self.time_s)} in {len(self.steps)} steps; {self._bound_text()}",
         ]
+        if self.why:
+            lines.insert(1, f"  {self.why}")
         for p in self.phases:
             lines.append(
                 f"  {p.name}: payload {format_bytes(p.payload_bytes)}/chip, {p.n_steps} steps, "
@@ -140,16 +144,24 @@ def simulate(
     kind: str = "all-reduce",
     nbytes: int = 2**20,
     algorithm: str | None = None,
-    chip: str | Chip = "tpu-v3",
+    chip: str | Chip | None = None,
     pad: bool = False,
 ) -> Timeline:
-    """Simulate collective `kind` of `nbytes` per chip with `algorithm` on `topo`, link by link."""
+    """Simulate collective `kind` of `nbytes` per chip with `algorithm` on `topo`, link by link.
+
+    `chip` defaults to the one a preset of today's pods names ("tpu-v3" otherwise);
+    `algorithm="auto"` picks the fastest closed form and says why in ``Timeline.why``.
+    """
     check_kind(kind)
-    spec = get_chip(chip)
+    spec = get_chip(chip or chip_of(topo))
+    why = ""
+    if algorithm == "auto":
+        check_nbytes(nbytes, 1, "auto", pad)
+        algorithm, why = choose(topo, kind, nbytes, spec)
     algorithm = algorithm or default_algorithm(topo, kind)
     sched = schedule(topo, kind, algorithm)
     chunk_bytes = check_nbytes(nbytes, sched.n_chunks, algorithm, pad)
-    return run_schedule(sched, nbytes, chunk_bytes, spec)
+    return dataclasses.replace(run_schedule(sched, nbytes, chunk_bytes, spec), why=why)
 
 
 def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -> Timeline:

@@ -16,9 +16,10 @@ import math
 
 import numpy as np
 
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.registry import closed_form
-from gspmd_viz.sim.topology import PRESETS, Topology, preset, torus
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.presets import preset
+from gspmd_viz.sim.collectives.registry import closed_form
+from gspmd_viz.sim.collectives.topology import PRESETS, Topology, torus
 
 Placement = dict  # logical axis -> tuple of (physical dim, size) pieces
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.rings import ring_order
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.rings import ring_order
+from gspmd_viz.sim.collectives.topology import Topology
 
 # the collectives sim can simulate link by link (the registry has algorithms for each)
 SIMULATED_KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
@@ -175,6 +175,21 @@ def lower_bound(
         }[kind]
         best = max(best, crossing / (_cut_links(topo, d) * beta))
     return best
+
+
+def scaling_book_time(
+    kind: str, nbytes: float, axis_size: int, chip: str | Chip = "tpu-v3"
+) -> float:
+    """The scaling book's estimate (``sharding.md``) along one wrapped axis of `axis_size` chips:
+    T = max(T_min * X / 2, V / W_ici) for an all-gather or reduce-scatter of V = `nbytes` (the
+    full array), T_min the hop latency, W_ici a link's bandwidth both ways; twice for all-reduce.
+    """
+    if kind not in ("all-reduce", "all-gather", "reduce-scatter"):
+        raise ValueError(f"the scaling book's ring formula covers all-reduce, all-gather and "
+                         f"reduce-scatter, not {kind!r}")  # fmt: skip
+    spec = get_chip(chip)
+    one = max(spec.hop_latency_s * axis_size / 2, nbytes / (2 * spec.ici_link_bandwidth_Bps))
+    return (2 if kind == "all-reduce" else 1) * one
 
 
 def collective_time(

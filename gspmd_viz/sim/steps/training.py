@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from gspmd_viz.sim import placement as pl
-from gspmd_viz.sim.chips import chip as get_chip
+from gspmd_viz.sim.collectives import placement as pl
+from gspmd_viz.sim.collectives.chips import chip as get_chip
 
 STRATEGIES = ("dp", "dp+wus", "2d", "pipeline")
 

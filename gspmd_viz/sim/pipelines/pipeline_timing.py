@@ -14,11 +14,11 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.pipeline import Schedule
-from gspmd_viz.sim.pipeline_engine import KINDS, start_times
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.topology import Topology
+from gspmd_viz.sim.pipelines.pipeline import Schedule
+from gspmd_viz.sim.pipelines.pipeline_engine import KINDS, start_times
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

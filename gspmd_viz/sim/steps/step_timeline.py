@@ -19,13 +19,13 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.sim import placement as pl
-from gspmd_viz.sim.algorithms import Schedule, Step
-from gspmd_viz.sim.chips import Chip
-from gspmd_viz.sim.chips import chip as get_chip
-from gspmd_viz.sim.registry import KINDS, default_algorithm, schedule
-from gspmd_viz.sim.simulate import PhaseRecord, StepRecord, phase_records, time_steps
-from gspmd_viz.sim.topology import Topology
+from gspmd_viz.sim.collectives import placement as pl
+from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.chips import Chip
+from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.registry import KINDS, default_algorithm, schedule
+from gspmd_viz.sim.collectives.simulate import PhaseRecord, StepRecord, phase_records, time_steps
+from gspmd_viz.sim.collectives.topology import Topology
 from gspmd_viz.units import format_bytes, format_time
 
 

@@ -1,0 +1,1 @@
+"""Collectives on a pod: topologies, chips, algorithms, the link-level simulator, closed forms."""

@@ -1,0 +1,1 @@
+"""Pipeline schedules as data, and when each of their actions runs."""

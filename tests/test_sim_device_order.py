@@ -1,0 +1,80 @@
+"""Device orders for a logical mesh on a slice: every chip once, neighbours stay neighbours.
+
+Oracles: the ring closed form (cost.ring_time through sim.closed_form on the sub-torus of the
+axis) for the good order, and the ring formula written out for the naive order on a line
+without wraparound, whose closing edge crosses every link of the line: 2(n-1) steps of
+2 x S/(2n) bytes per link and n - 1 hops.
+"""
+
+import numpy as np
+import pytest
+
+import gspmd_viz.sim as sim
+
+CASES = [
+    ({"x": 8, "y": 16}, "tpu-v5e-8x16"),
+    ({"data": 16, "model": 16}, "tpu-v4-4x8x8"),
+    ({"data": 8, "model": 32}, "tpu-v5p-4x8x8"),
+    ({"a": 2, "b": 4, "c": 4}, "tpu-v5p-2x4x4"),
+    ({"data": 16, "model": 16}, "tpu-v6e-256"),
+]
+
+
+@pytest.mark.parametrize("mesh,name", CASES)
+@pytest.mark.parametrize("how", sim.device_order.HOWS)
+def test_every_chip_once(mesh, name, how):
+    d = sim.place(mesh, sim.preset(name), how)
+    assert d.order.shape == tuple(mesh.values())
+    assert sorted(d.order.ravel()) == list(range(d.topo.n_chips))
+
+
+@pytest.mark.parametrize("mesh,name", CASES)
+def test_good_order_rings_are_never_longer_or_slower(mesh, name):
+    topo = sim.preset(name)
+    good, naive = sim.place(mesh, topo), sim.place(mesh, topo, "naive")
+    for axis in mesh:
+        for nbytes in (2**15, 2**24):
+            g = good.collective(axis, nbytes=nbytes)
+            n = naive.collective(axis, nbytes=nbytes)
+            assert g.time_s <= n.time_s * (1 + 1e-12), (axis, nbytes)
+            assert g.max_hops <= n.max_hops
+
+
+def test_folded_line_against_the_ring_closed_forms():
+    """v5e-8x16: the axis of 8 has no wraparound. Good: folded ring, 2-hop edges; naive: the
+    closing edge 7 -> 0 crosses all 7 links, so each step pays 7 hops."""
+    topo, s, n = sim.preset("tpu-v5e-8x16"), 2**20, 8
+    spec = sim.chip("tpu-v5e")
+    beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
+    good = sim.place({"x": 8, "y": 16}, topo).collective("x", nbytes=s)
+    line = sim.torus((8,), wrap=False)
+    assert good.time_s == pytest.approx(
+        sim.closed_form(line, "all-reduce", s, "bidirectional-ring", chip=spec)
+    )
+    naive = sim.place({"x": 8, "y": 16}, topo, "naive").collective("x", nbytes=s)
+    assert naive.max_hops == n - 1
+    assert naive.time_s == pytest.approx(2 * (n - 1) * (2 * s / (2 * n) / beta + (n - 1) * alpha))
+
+
+def test_axis_folded_onto_two_physical_dims_snakes():
+    """model = 16 chips on a 4x8x8 v4 slice: 8 along one dim times 2 along another; the good
+    order walks them as one cycle of neighbour hops."""
+    d = sim.place({"data": 16, "model": 16}, sim.preset("tpu-v4-4x8x8"))
+    groups = d.groups("model")
+    hops = d.topo.distance(groups, np.roll(groups, -1, axis=1))
+    assert (hops == 1).all()
+    coords = d.topo.coords[groups[0]]
+    assert sum(len(set(coords[:, k])) > 1 for k in range(3)) == 2
+
+
+def test_errors():
+    topo = sim.preset("tpu-v5e-8x16")
+    with pytest.raises(ValueError, match="does not fill"):
+        sim.place({"x": 4, "y": 4}, topo)
+    with pytest.raises(ValueError, match="how must be"):
+        sim.place({"x": 8, "y": 16}, topo, "clever")
+    d = sim.place({"x": 8, "y": 16}, topo)
+    with pytest.raises(ValueError, match="unknown mesh axis 'z'"):
+        d.collective("z")
+    with pytest.raises(ValueError, match="ring collective"):
+        d.collective("x", kind="all-to-all")
