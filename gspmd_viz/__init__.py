@@ -11,12 +11,14 @@ from gspmd_viz.core.propagate import propagate
 from gspmd_viz.core.reshard import reshard_plan
 from gspmd_viz.core.sharding import Sharding
 from gspmd_viz.core.training import weight_update_sharding
+from gspmd_viz.explain import explain
 from gspmd_viz.partition_on_chip import partition
 
 __all__ = [
     "Collective",
     "Mesh",
     "Sharding",
+    "explain",
     "mesh_split",
     "partition",
     "pipeline",
