@@ -52,7 +52,8 @@ def user_line(stack: list[Location], code: UserCode) -> Location | None:
 
 
 def equation_stack(eqn) -> list[Location]:
-    """A jaxpr equation's traceback as Locations, innermost first."""
-    traceback = eqn.source_info.traceback
+    """A jaxpr equation's traceback as Locations, innermost first (none for the equations
+    tracing made up, such as a loop's data-flow edges)."""
+    traceback = eqn.source_info.traceback if eqn is not None else None
     frames = traceback.frames if traceback is not None else []
     return [Location(f.file_name, f.function_name, f.line_num) for f in frames]
