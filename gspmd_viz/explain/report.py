@@ -38,12 +38,25 @@ class Entry:
     def axes(self) -> tuple[str, ...]:
         return self.collective.axes
 
-    def text(self) -> str:
+    def head(self) -> str:
         eqn = self.equation
         where = f"eqn {eqn.index} {eqn.primitive}" if eqn is not None else "no equation"
-        head = f"  {self.collective.describe()}  {format_time(self.seconds)}  [{where}]"
-        body = textwrap.fill(self.reason, 96, initial_indent="      ", subsequent_indent="      ")
-        return f"{head}\n{body}"
+        return f"  {self.collective.describe()}  {format_time(self.seconds)}  [{where}]"
+
+
+def wrapped(text: str, indent: str = "      ") -> str:
+    return textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent)
+
+
+def reasons_text(entries: list[Entry]) -> list[str]:
+    """Each collective's head line, each distinct reason once, after the collectives it
+    explains (several collectives at one equation share one reason)."""
+    out: list[str] = []
+    for k, e in enumerate(entries):
+        out.append(e.head())
+        if k + 1 == len(entries) or entries[k + 1].reason != e.reason:
+            out.append(wrapped(e.reason))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +126,7 @@ class Report:
         for line, entries in self.by_line().items():
             total = format_bytes(sum(e.wire_bytes for e in entries))
             lines.append(f"line {line}  {self.code.text(line)}    # {total}")
-            lines += [e.text() for e in entries]
+            lines += reasons_text(entries)
         if self.findings:
             lines.append("findings:")
             lines += [f.text() for f in self.findings]
