@@ -107,8 +107,25 @@ def test_uneven_annotation_is_found_and_its_padding_costed():
     assert "padded it to 2 per device" in found.message  # ceil(6 / 4) rows per device
     padding = (2 * 4 - 6) * 8 * 4  # rows of padding over all devices x row bytes
     moved = sum(e.wire_bytes for e in report.entries if e.line == found.line)
-    assert found.bytes == padding + moved
+    boundary = sum(e.wire_bytes for e in report.entries if "stack_frame_id" not in e.hlo)
+    assert found.bytes == padding + moved + boundary
     assert "f32[2,8]" in report.compiled.text  # the per-device buffer XLA made
+
+
+def uneven_result(x, w):
+    h = jnp.tanh(x @ w)
+    return gv.mesh_split(h, MESH, ("y", None))
+
+
+def test_uneven_annotation_on_the_result_is_replicated():
+    report = gv.explain(uneven_result, jnp.ones((6, 64)), jnp.ones((64, 32)), mesh=MESH)
+    (found,) = report.findings_of("uneven annotation")
+    assert found.line == _lines_of(uneven_result).start + 2
+    assert "replicated it: every device holds all 6" in found.message
+    # jit returns the result whole: XLA's last move gathers it, and every device keeps 6 rows
+    (gather,) = report.entries
+    assert gather.kind == "all-gather" and gather.collective.result_shape == (8, 32)
+    assert found.bytes == (6 - 2) * 32 * 4 + gather.wire_bytes
 
 
 def remat(a, b, c):

@@ -58,6 +58,7 @@ def uneven(compiled, code, prop, entries) -> list[Finding]:
         m = re.search(r"=\s*\w+\[([\d,]*)\]", hlo)
         if m:
             on_line.setdefault(line, []).append(tuple(int(n) for n in m.group(1).split(",") if n))
+    boundary = sum(e.wire_bytes for e in entries if not frame_of(e.hlo))
     found = []
     for value, sharding in prop.annotations.items():
         for dim, n in enumerate(value.shape):
@@ -67,12 +68,15 @@ def uneven(compiled, code, prop, entries) -> list[Finding]:
             line = _line_of(value, prop, code)
             shapes = [s for s in on_line.get(line, []) if len(s) == value.ndim]
             did = _what_xla_did(shapes, dim, n, shards)
-            moved = sum(e.wire_bytes for e in entries if e.line == line)
+            if did == "dropped" and value in prop.program.outputs:
+                did = "replicated"  # a jit result must split evenly: XLA returns it whole
+            moved = (sum(e.wire_bytes for e in entries if e.line == line), boundary)
             found.append(_uneven_finding(value, sharding, dim, shards, did, moved, line))
     return found
 
 
 def _uneven_finding(value, sharding, dim, shards, did, moved, line) -> Finding:
+    """`moved`: (bytes of the collectives on the line, bytes of XLA's boundary reshards)."""
     n = value.shape[dim]
     row = value.dtype.itemsize * math.prod(value.shape) // n
     axes = ",".join(sharding.dim_axes(dim))
@@ -83,17 +87,19 @@ def _uneven_finding(value, sharding, dim, shards, did, moved, line) -> Finding:
         waste = (per * shards - n) * row
         cost = f"XLA padded it to {per} per device ({format_bytes(waste)} of padding in all)"
     elif did == "replicated":
-        waste = (n - n // shards) * row
+        waste = (n - per) * row
         cost = f"XLA replicated it: every device holds all {n} (+{format_bytes(waste)} each)"
     else:
         waste = 0
         cost = "XLA dropped it: no instruction on this line keeps the split"
-    return Finding(
-        "uneven annotation",
-        line,
-        f"{head}; {cost}; collectives on this line move {format_bytes(moved)}",
-        float(waste + moved),
-    )
+    here, boundary = moved
+    said = f"{head}; {cost}; collectives on this line move {format_bytes(here)}"
+    if boundary:
+        said += (
+            f"; reshards XLA adds at the program's boundary (a jit argument or result must "
+            f"split evenly) move {format_bytes(boundary)}"
+        )
+    return Finding("uneven annotation", line, said, float(waste + here + boundary))
 
 
 def loop_gathers(compiled, entries) -> list[Finding]:

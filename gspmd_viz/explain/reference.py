@@ -14,6 +14,13 @@ from gspmd_viz.core.collective import Collective
 from gspmd_viz.core.program import Equation, Value
 from gspmd_viz.units import format_bytes
 
+_CONSEQUENCE = {  # what a split factor of this kind costs at the equation
+    "reduction": "each device holds partial sums",
+    "need_replication": "the op needs it whole: it must be gathered",
+    "permutation": "data moves between shards",
+    "windowed": "neighbours' halos are exchanged",
+    "windowed-sum": "halos, then partial sums",
+}
 _MOVED = re.compile(r"^([\w.]+) -> ")
 _EQN = re.compile(r"eqn (\d+)")
 
@@ -66,12 +73,13 @@ def conflicts(eqn: Equation, prop) -> list[str]:
     said = []
     for f, pairs in sorted(held.items()):
         factor = rule.factors[f]
-        split_reduction = factor.kind == "reduction" and any(axes for _, axes in pairs)
-        if len({axes for _, axes in pairs}) < 2 and not split_reduction:
+        special = factor.kind in _CONSEQUENCE and any(axes for _, axes in pairs)
+        if len({axes for _, axes in pairs}) < 2 and not special:
             continue
         splits = ", ".join(f"{name} by {','.join(axes) or 'nothing'}" for name, axes in pairs)
         kind = f" ({factor.kind})" if factor.kind != "pass" else ""
-        said.append(f"factor {factor.name}{kind} of size {factor.size} is split {splits}")
+        then = f" ({_CONSEQUENCE[factor.kind]})" if special else ""
+        said.append(f"factor {factor.name}{kind} of size {factor.size} is split {splits}{then}")
     return said
 
 
