@@ -33,7 +33,6 @@ _REMAT = re.compile(
     r"Involuntary full rematerialization.*?from sharding (\{.*?\}) to (\{.*?\}).*?"
     r"HLO operation (%[\w.\-]+ = [^ ]+)"
 )
-_NAME = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=")
 
 
 def _line_of(value, prop, code) -> int:
@@ -186,8 +185,18 @@ def _equation_at(prop, code, line: int):
     return None
 
 
+def _total(memory) -> str:
+    """XLA's own count of the device's arguments, results and temporaries ('' without one)."""
+    if memory is None:
+        return ""
+    parts = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes")
+    total = sum(getattr(memory, p, 0) for p in parts) - getattr(memory, "alias_size_in_bytes", 0)
+    return f"; arguments, results and temporaries: {format_bytes(total)}"
+
+
 def largest_buffers(compiled, code, chip: str, top: int = 3) -> list[Finding]:
-    """The `top` largest buffers each device holds, against the chip's HBM."""
+    """One finding on the line of the largest buffer each device holds: the `top` largest
+    (each with its line) against the chip's HBM."""
     hbm, text = sim.chip(chip).hbm_bytes, compiled.text
     sized = sorted(
         (
@@ -196,25 +205,23 @@ def largest_buffers(compiled, code, chip: str, top: int = 3) -> list[Finding]:
         ),
         key=lambda t: -t[0],
     )
-    found, seen = [], set()
+    listed, seen = [], set()
     for size, line, hlo in sized:
-        if len(found) == top or size == 0:
+        if len(listed) == top or size == 0:
             break
-        name = _NAME.match(hlo).group(1) if _NAME.match(hlo) else hlo
-        if (line, size) in seen:
-            continue
-        seen.add((line, size))
-        typed = hlo.split("=", 1)[1].split()[0]
-        found.append(
-            Finding(
-                "memory",
-                line,
-                f"%{name} {typed}: {format_bytes(size)} per device, {100 * size / hbm:.2g}% of "
-                f"{chip}'s {format_bytes(hbm)} HBM",
-                float(size),
-            )
-        )
-    return found
+        if (line, size) not in seen:
+            seen.add((line, size))
+            typed = hlo.split("=", 1)[1].split()[0].split("{")[0]
+            listed.append((size, line, f"{typed} {format_bytes(size)} (line {line})"))
+    if not listed:
+        return []
+    size, line, _ = listed[0]
+    biggest = "; ".join(text for _, _, text in listed)
+    message = (
+        f"largest buffers per device: {biggest}; the largest is {100 * size / hbm:.2g}% of "
+        f"{chip}'s {format_bytes(hbm)} HBM{_total(compiled.memory)}"
+    )
+    return [Finding("memory", line, message, float(size))]
 
 
 def findings(compiled, code, prop, entries, chip: str) -> list[Finding]:
