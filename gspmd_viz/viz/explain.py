@@ -59,6 +59,8 @@ class ExplainWidget:
         self.message, self.detail, self.summary = widgets.HTML(), widgets.HTML(), widgets.HTML()
         self.lines = widgets.VBox()
         self.lines.add_class("gv-explain-lines")
+        self.summary.add_class("gv-explain-summary")
+        self.detail.add_class("gv-explain-detail")
         self.report, self.picked, self._cache = None, None, {}
         controls = widgets.HBox([self.mesh_text, *self.spec_texts.values()])
         self.box = widgets.VBox(
