@@ -200,3 +200,18 @@ def test_bad_input_says_what_is_wrong():
         gv.explain(mlp_with_helper, *args, mesh=MESH, in_shardings=[None])
     with pytest.raises(TypeError, match="Python function"):
         gv.explain(42, *args, mesh=MESH)
+
+
+def test_a_jitted_functions_own_shardings_are_read():
+    a = jnp.ones((16, 16, 16))
+    arrives, leaves = P("y", None, "x"), P(None, ("x", "y"), None)
+    named = [gv.Sharding(REMAT_MESH, tuple(p)).to_named_sharding() for p in (arrives, leaves)]
+    jitted = jax.jit(remat, in_shardings=(named[0], named[0], named[1]), out_shardings=named[1])
+    given = gv.explain(remat, a, a, a, mesh=REMAT_MESH, in_shardings=(arrives, arrives, leaves),
+                       out_shardings=leaves)  # fmt: skip
+    read = gv.explain(jitted, a, a, a, mesh=REMAT_MESH)
+    assert [(e.line, e.collective.describe(), e.reason) for e in read.entries] == [
+        (e.line, e.collective.describe(), e.reason) for e in given.entries
+    ]
+    assert [(f.kind, f.line) for f in read.findings] == [(f.kind, f.line) for f in given.findings]
+    assert read.our_bytes == given.our_bytes > 0

@@ -52,6 +52,22 @@ def _is_spec(pins) -> bool:
     )
 
 
+def jit_pins(fn, args) -> tuple[list | None, list | None]:
+    """The in/out shardings a `jax.jit(f, in_shardings=..., out_shardings=...)` carries (one
+    per flat argument / result; None where unspecified), or (None, None) for a plain function."""
+    if not hasattr(fn, "lower"):
+        return None, None
+    eqns = jax.make_jaxpr(fn)(*args).jaxpr.eqns
+    if len(eqns) != 1 or "in_shardings" not in eqns[0].params:
+        return None, None
+
+    def read(pins):
+        named = [p if isinstance(p, jax.sharding.NamedSharding) else None for p in pins]
+        return named if any(p is not None for p in named) else None
+
+    return read(eqns[0].params["in_shardings"]), read(eqns[0].params["out_shardings"])
+
+
 def _reference(fn, args, mesh, ins, outs, chip):
     program = trace(fn, *args)
     fixed = {}
@@ -114,15 +130,17 @@ def explain(
     `fn` that caused it, with its bytes, time on `chip` and the reason; plus findings (uneven
     annotations, gathers repeated in a loop, involuntary rematerialization, memory).
 
-    Annotations are the user's own: gv.mesh_split / with_sharding_constraint inside `fn`, and
-    `in_shardings` / `out_shardings` as jax.jit takes them (one per flat argument / result:
-    gv.Sharding, NamedSharding, PartitionSpec, spec tuple or None)."""
+    Annotations are the user's own: gv.mesh_split / with_sharding_constraint inside `fn`, the
+    in/out shardings of `fn` when it is a `jax.jit(f, in_shardings=..., out_shardings=...)`,
+    or `in_shardings` / `out_shardings` given here as jax.jit takes them (one per flat argument
+    / result: gv.Sharding, NamedSharding, PartitionSpec, spec tuple or None)."""
     mesh = mesh if isinstance(mesh, Mesh) else Mesh(mesh)
     sim.chip(chip)  # an unknown chip fails here, naming the known ones
     code = user_code(fn)
-    ins = _pins(mesh, in_shardings, len(jax.tree.leaves(args)), "in_shardings")
+    jit_ins, jit_outs = jit_pins(fn, args)
+    ins = _pins(mesh, in_shardings or jit_ins, len(jax.tree.leaves(args)), "in_shardings")
     n_out = len(jax.tree.leaves(jax.eval_shape(fn, *args)))
-    outs = _pins(mesh, out_shardings, n_out, "out_shardings")
+    outs = _pins(mesh, out_shardings or jit_outs, n_out, "out_shardings")
     compiled = compile_program(fn, *args, mesh=mesh, in_shardings=ins, out_shardings=outs)
     prop, spmd = _reference(fn, args, mesh, ins, outs, chip)
     listed = entries(compiled, code, prop, spmd, chip)
