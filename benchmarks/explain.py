@@ -1,7 +1,8 @@
 """gv.explain on the zoo and on random programs from tests/fuzz_programs.py: every collective
 of XLA's compiled program must appear in the report (gv.xla.collectives, read separately, is the
-oracle), on a line inside the user's function, with a reason. Then the time gv.explain takes
-beyond XLA's own compile on a 300+-equation program (transformer_stack), both measured here.
+oracle), on a line inside the user's function, with a reason. Then the explain widget's handler
+times, and the time gv.explain takes beyond XLA's own compile on 300+-equation programs
+(transformer_stack), both measured here.
 
     PYTHONPATH=$PWD python benchmarks/explain.py [--programs 40] [--layers 5 24]
 """
@@ -18,11 +19,14 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 from fuzz_programs import NO_XLA, programs  # noqa: E402
 from hypothesis.errors import NonInteractiveExampleWarning  # noqa: E402
 
 from gspmd_viz import examples  # noqa: E402
 from gspmd_viz.explain.compiled import compile_program  # noqa: E402
+from gspmd_viz.viz.explain import ExplainWidget  # noqa: E402
 
 
 def complete(fn, args, mesh) -> str:
@@ -90,11 +94,50 @@ def timing(layers: int, repeats: int = 3) -> None:
     )
 
 
+def _shuffle(mesh, specs):
+    def shuffle_features(x, perm):
+        x = gv.mesh_split(x, mesh, specs["x"])
+        y = x[:, perm]
+        return jnp.tanh(y)
+
+    return shuffle_features
+
+
+def _timed(act) -> float:
+    t = time.perf_counter()
+    act()
+    return time.perf_counter() - t
+
+
+def widget_timing() -> None:
+    """The explain widget's handlers in Python: a setting seen for the first time (one XLA
+    compile and the reference), the same settings again (kept reports), a click on each line."""
+    args = (jnp.ones((16, 64)), jnp.asarray(np.random.default_rng(1).permutation(64)))
+    w = ExplainWidget(_shuffle, args, mesh="x=2, y=4", specs={"x": "x, y"})
+    settings = [
+        (m, s) for m in ("x=4, y=2", "x=8, y=1", "x=2, y=4") for s in ("(x y), None", "x, y")
+    ]
+
+    def visit(mesh, spec):
+        w.mesh_text.value, w.spec_texts["x"].value = mesh, spec
+
+    firsts = [_timed(lambda m=m, s=s: visit(m, s)) for m, s in settings]
+    agains = [_timed(lambda m=m, s=s: visit(m, s)) for m, s in settings]
+    clicks = [_timed(button.click) for button in w.lines.children]
+    assert not w.message.value, w.message.value
+    show = lambda xs: f"median {1e3 * sorted(xs)[len(xs) // 2]:.0f} ms, max {1e3 * max(xs):.0f} ms"  # noqa: E731
+    print(
+        f"explain widget: new setting {show(firsts)}; seen before {show(agains)}; "
+        f"line click {show(clicks)}"
+    )
+
+
 def main(count: int, layers: list[int]) -> None:
     n, bad = zoo()
     print(f"zoo: {n - bad} of {n} programs fully explained")
     seen, bad, collectives = random_programs(count)
     print(f"random: {seen - bad} of {seen} programs fully explained ({collectives} collectives)")
+    widget_timing()
     for n in layers:
         timing(n)
 
