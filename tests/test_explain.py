@@ -62,6 +62,7 @@ def test_collectives_sit_on_the_users_line_with_the_equation():
     (entry,) = report.entries
     assert (entry.line, entry.kind, entry.axes) == (first + 5, "all-reduce", ("y",))
     assert entry.equation.primitive == "dot_general"
+    assert entry.location == f"test_explain.py:{first + 5}"
     assert "reduction" in entry.reason and "y" in entry.reason
     ours = gv.partition(gv.propagate(gv.trace(mlp_with_helper, *args))).wire_bytes
     assert report.our_bytes == pytest.approx(ours)

@@ -119,7 +119,7 @@ def entries(compiled, code, prop, spmd, chip) -> list[Entry]:
         mine = ours.get(eqn.index, []) if eqn is not None else []
         why = reason(eqn, prop, xla_at[eqn.index if eqn is not None else None], mine)
         c = xc.collective
-        found.append(Entry(c, xc.hlo, line, eqn, _seconds(c, chip), why, tuple(mine)))
+        found.append(Entry(c, xc.hlo, line, eqn, _seconds(c, chip), why, tuple(mine), code.file))
     return found
 
 

@@ -25,6 +25,12 @@ class Entry:
     seconds: float  # time on the report's chip (every trip)
     reason: str
     ours: tuple[Collective, ...]  # the reference partitioner's at the same place
+    file: str = ""  # the file the user's function is written in
+
+    @property
+    def location(self) -> str:
+        """`train.py:42`."""
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
 
     @property
     def wire_bytes(self) -> float:
