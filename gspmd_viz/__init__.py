@@ -10,6 +10,7 @@ from gspmd_viz.core.sharding.devices import use_cpu_devices
 from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.core.sharding.mesh_split import mesh_split
 from gspmd_viz.core.sharding.sharding import Sharding
+from gspmd_viz.explain import explain
 from gspmd_viz.partition_on_chip import partition
 from gspmd_viz.strategies.weight_update import weight_update_sharding
 
@@ -17,6 +18,7 @@ __all__ = [
     "Collective",
     "Mesh",
     "Sharding",
+    "explain",
     "mesh_split",
     "partition",
     "pipeline",

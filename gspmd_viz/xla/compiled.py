@@ -229,16 +229,22 @@ def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
     """Every collective in a partitioned HLO module's text, in program order; one inside a
     loop body counts all its trips (`trips`, and `wire_bytes` over all of them); XLA:CPU's
     all-reduce + dynamic-slice counts as a reduce-scatter."""
+    return [c for _, c in parse_hlo_lines(text, mesh)]
+
+
+def parse_hlo_lines(text: str, mesh: Mesh | None = None) -> list[tuple[str, Collective]]:
+    """`parse_hlo`, each collective with the HLO line it was read from (its metadata names
+    the op and stack frame that made it)."""
     comps, entry = _computations(text)
     slicing = slicing_computations(comps)
     if entry is None:  # a bare list of instructions
-        return [c for cs in _fair(text.splitlines(), mesh, slicing) for c in cs]
-    trips = _trips(comps, entry)
+        comps = {"": text.splitlines()}
+    trips = _trips(comps, entry) if entry is not None else {}
     found = []
     for name, lines in comps.items():
         n, note = trips.get(name, (1, ""))
-        for cs in _fair(lines, mesh, slicing):
-            found += [replace(c, trips=n, trips_note=note) for c in cs]
+        for line, cs in zip(lines, _fair(lines, mesh, slicing), strict=True):
+            found += [(line, replace(c, trips=n, trips_note=note)) for c in cs]
     return found
 
 
