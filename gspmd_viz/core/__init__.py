@@ -37,7 +37,7 @@ Module order:
   halo.rounds halo.arithmetic halo.exchange halo.windowed_ops halo.spatial_program
   halo.block_moves
   spmd.instructions spmd.loops_branches spmd.local_ops spmd.reshard_kernels spmd.local_kernels
-  spmd.reduce_combine spmd.checkpoint_barriers spmd.run
+  spmd.reduce_combine spmd.checkpoint_barriers spmd.processes spmd.run
   cost.split_cost cost.staged_bytes cost.plan_cost
   partition.choose_split partition.partitioner_state partition.follow_xla partition.lookahead
   partition.remake_scalars partition.control_flow partition.partitioner partition.whole_plan

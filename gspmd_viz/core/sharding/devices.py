@@ -45,9 +45,11 @@ def require_devices(needed: int, purpose: str = "this") -> None:
 
 
 def available_devices(needed: int) -> list:
-    """The first `needed` jax devices, or a clear error saying how to get them."""
+    """The first `needed` of every jax device (all processes', CPU, GPU or TPU), ordered by
+    (process index, device id): with several processes the major mesh axes cross processes
+    (hosts) and the minor ones stay inside one. A clear error says how to get too few."""
     require_devices(needed)
-    return jax.devices()[:needed]
+    return sorted(jax.devices(), key=lambda d: (d.process_index, d.id))[:needed]
 
 
 def has_devices(needed: int) -> bool:

@@ -69,7 +69,8 @@ class Mesh:
         return {name: int(i) for name, i in zip(self.axis_names, index, strict=True)}
 
     def to_jax(self, explicit: Iterable[str] = ()):
-        """A jax.sharding.Mesh over this process's first devices, with Auto (GSPMD) axes.
+        """A jax.sharding.Mesh over jax's first devices (every process's, ordered by process
+        then device id: see devices.available_devices), with Auto (GSPMD) axes.
 
         Axes named in `explicit` get AxisType.Explicit: jax needs that for unreduced axes.
         """

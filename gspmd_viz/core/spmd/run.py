@@ -10,6 +10,7 @@ Pending sums (`unreduced` axes) travel as an extra leading dim split over those 
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -33,6 +34,7 @@ from gspmd_viz.core.spmd.instructions import (
 )
 from gspmd_viz.core.spmd.local_kernels import all_reduce, run_local
 from gspmd_viz.core.spmd.loops_branches import RunCond, RunLoop
+from gspmd_viz.core.spmd.processes import global_array, readable_everywhere, several_processes
 from gspmd_viz.core.spmd.reduce_combine import ArgCombine, run_arg_combine
 from gspmd_viz.core.spmd.reshard_kernels import apply_plan
 
@@ -215,6 +217,7 @@ def _runner(spmd) -> Runner:
     out_sh = [prop.sharding(program.outputs[i]) for i, _ in outs]
     # jax.checkpoint's recomputation kept apart: its operands fenced
     fences = barriers(spmd.instructions, program.calls)
+    jmesh = spmd.mesh.to_jax()
 
     def body(*locals_):
         # XLA:CPU fused the padding's per-device slice into a one-index scatter (rewritten as
@@ -228,13 +231,13 @@ def _runner(spmd) -> Runner:
 
     mapped = jax.shard_map(
         body,
-        mesh=spmd.mesh.to_jax(),
+        mesh=jmesh,
         in_specs=tuple(in_spec(s) for s in in_sh),
         out_specs=tuple(in_spec(s) for s in out_sh),
         check_vma=False,
     )
 
-    @jax.jit
+    @functools.partial(jax.jit, **readable_everywhere(jmesh))  # several processes: replicated
     def run(*flat):
         padded = [pad_global(x, s) for x, s in zip(flat, in_sh, strict=True)]
         results = mapped(*padded)
@@ -259,9 +262,23 @@ def _checked_runner(spmd, args):
     return spmd._runner, flat
 
 
+def _global_inputs(spmd, flat) -> list:
+    """Several processes: each input a global array split like its shard_map input, or
+    replicated where that split is uneven (the runner pads it inside jit)."""
+    jmesh = spmd.mesh.to_jax()
+    out = []
+    for v, x in zip(spmd.program.inputs, flat, strict=True):
+        s = spmd.prop.sharding(v)
+        even = padded_shape(s, v.shape) == v.shape and not s.unreduced
+        out.append(global_array(x, in_spec(s) if even else PartitionSpec(), jmesh))
+    return out
+
+
 def run_spmd(spmd, *args):
-    """Run the per-device program on the mesh's devices; returns global arrays like f(*args)."""
+    """Run the per-device program on the mesh's devices; returns global arrays like f(*args)
+    (with several processes: on all processes' devices, each process reading every result)."""
     runner, flat = _checked_runner(spmd, args)
+    flat = _global_inputs(spmd, flat) if several_processes() else flat
     results = iter(runner.run(*flat))
     values = [next(results) if isinstance(o, str) else jnp.asarray(o.value) for o in spmd.outputs]
     return jax.tree.unflatten(spmd.program.out_tree, values)
