@@ -5,11 +5,12 @@ Read the modules top to bottom in this order; each imports only modules above it
   notations    hlo                   HloSharding text <-> a spec on a mesh
   sharding     sharding              per tensor dim, the mesh axes splitting it
   annotate     annotate              gv.mesh_split, the user's annotation
-  program      values slice_of_pad builder program
+  program      values slice_of_pad split_as_slices builder program
                                      gv.trace: a jaxpr flattened into Values and Equations
                                      (the records, a slice of a pad traced as a pad of a
-                                     slice, the jaxpr walk, the Program)
-  registry     factors families families_indexed registry
+                                     slice, a split traced as slices, the jaxpr walk, the
+                                     Program)
+  registry     factors families families_indexed families_pieces registry
                                      factor rules, the families that build them, and one
                                      entry per primitive (everything the passes know about it)
   propagate    propagation propagate the plain record, and the algorithm that fills it
@@ -47,8 +48,9 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      weight-update sharding by annotations alone
 Execute comes before partition because partition returns the runnable SPMDProgram.
 
-Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
-families families_indexed registry propagation propagate collective halo_rounds halo
+Module order: devices mesh hlo sharding annotate values slice_of_pad split_as_slices builder
+program factors families families_indexed families_pieces registry propagation propagate
+collective halo_rounds halo
 halo_exchange halo_ops halo_program block_moves permutes moves reshard spmd spmd_regions lower
 kernels reduce_combine split_cost staging plan_record recompute execute split follow lookahead
 remake regions partition whole_plan pipeline pipeline_gspmd training
