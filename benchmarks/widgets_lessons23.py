@@ -8,6 +8,7 @@ animator. The browser side is timed by tests/test_browser_lessons23.py.
 Goals (shared/DESIGN.md): < 300 ms per redraw end to end, < 500 kB per frame.
 """
 
+import functools
 import statistics
 import time
 
@@ -40,6 +41,18 @@ def cases():
     yield "animator: annotation dropdown", lambda i: setattr(dim, "value", ("-", "y")[i % 2])
     bad = anim.editors["wq"][2]  # wq's D dim on x or y: used twice either way
     yield "animator: bad annotation (message)", lambda i: setattr(bad, "value", ("x", "y")[i % 2])
+    over = PropagationWidget("transformer_block", xla=True)  # lesson 02's: overlay on
+    odim = over.editors["wq"][1]
+
+    def overlay_edit(i, wait=False):  # XLA's compile for the new annotations never cached
+        over.background.wait()  # the previous change's compile is not counted in this one
+        over.xla_cache.clear()
+        odim.value = ("-", "y")[i % 2]
+        if wait:
+            over.background.wait()
+
+    yield "animator + XLA overlay: dropdown", overlay_edit
+    yield "  ... until XLA's marks are drawn", functools.partial(overlay_edit, wait=True)
     ledger = LedgerWidget("mlp_train_step")
     chips = list(ledger.chip.options)
     yield "ledger: TPU dropdown", lambda i: setattr(ledger.chip, "value", chips[(i + 1) % 3])
