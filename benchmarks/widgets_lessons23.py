@@ -8,6 +8,7 @@ animator. The browser side is timed by tests/test_browser_lessons23.py.
 Goals (shared/DESIGN.md): < 300 ms per redraw end to end, < 500 kB per frame.
 """
 
+import functools
 import statistics
 import time
 
@@ -18,10 +19,13 @@ from gspmd_viz.viz.ledger import LedgerWidget
 from gspmd_viz.viz.propagation import PropagationWidget
 
 
-def timed(change, repeats: int = 5) -> tuple[float, int]:
-    """change(i) makes the i-th change; median ms and the bytes of the last one."""
+def timed(change, repeats: int = 5, settle=None) -> tuple[float, int]:
+    """change(i) makes the i-th change; median ms and the bytes of the last one. settle(),
+    if given, runs before each change, untimed (background work of the change before)."""
     times, sent = [], 0
     for i in range(repeats):
+        if settle:
+            settle()
         with Wire() as wire:
             start = time.perf_counter()
             change(i)
@@ -40,6 +44,20 @@ def cases():
     yield "animator: annotation dropdown", lambda i: setattr(dim, "value", ("-", "y")[i % 2])
     bad = anim.editors["wq"][2]  # wq's D dim on x or y: used twice either way
     yield "animator: bad annotation (message)", lambda i: setattr(bad, "value", ("x", "y")[i % 2])
+    over = PropagationWidget("transformer_block", xla=True)  # lesson 02's: overlay on
+    odim = over.editors["wq"][1]
+
+    def overlay_edit(i, wait=False):
+        odim.value = ("-", "y")[i % 2]
+        if wait:
+            over.background.wait()
+
+    def settle():  # the change before has finished; XLA's compile for the next not cached
+        over.background.wait()
+        over.xla_cache.clear()
+
+    yield "animator + XLA overlay: dropdown", overlay_edit, settle
+    yield "  ... until XLA's marks are drawn", functools.partial(overlay_edit, wait=True), settle
     ledger = LedgerWidget("mlp_train_step")
     chips = list(ledger.chip.options)
     yield "ledger: TPU dropdown", lambda i: setattr(ledger.chip, "value", chips[(i + 1) % 3])
@@ -49,6 +67,6 @@ def cases():
 
 if __name__ == "__main__":
     print(f"{'change':38} {'kernel ms':>10} {'sent':>10}")
-    for what, change in cases():
-        ms, sent = timed(change)
+    for what, change, *settle in cases():
+        ms, sent = timed(change, settle=settle[0] if settle else None)
         print(f"{what:38} {ms:10.1f} {format_bytes(sent):>10}")

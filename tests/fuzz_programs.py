@@ -313,6 +313,25 @@ def _custom_vjp(b: _Build, shape, dtype):
     return shape
 
 
+def _pieces(b: _Build, shape, dtype):
+    """split / stack / unstack / tile, as rotary embeddings and model code use them."""
+    kind, axis = b.draw(st.sampled_from(("split", "stack", "unstack", "tile"))), 1
+    if kind == "split" and shape[axis] > 1:
+        k = b.draw(st.integers(1, shape[axis] - 1))
+        b.add("split", f"split(h, [{k}], 1)[1]", lambda h, a: jnp.split(h, [k], axis)[1])
+        return (shape[0], shape[1] - k)
+    if kind == "stack":
+        text = "stack([h, -h], 2).reshape(n, 2 m)"
+        b.add("stack", text, lambda h, a: jnp.stack([h, -h], 2).reshape(shape[0], -1))
+        return (shape[0], 2 * shape[1])
+    if kind == "unstack":
+        text = "stack(unstack(h, 0)[::-1], 0)"
+        b.add("unstack", text, lambda h, a: jnp.stack(jnp.unstack(h, axis=0)[::-1], 0))
+        return shape
+    b.add("tile", "tile(h, (1, 2))", lambda h, a: jnp.tile(h, (1, 2)))
+    return (shape[0], 2 * shape[1])
+
+
 ANY_DTYPE = (
     _annotate,
     _elementwise,
@@ -327,6 +346,7 @@ ANY_DTYPE = (
     _gather,
     _scatter,
     _pad_concat,
+    _pieces,
     _vmap,
 )
 NUMERIC = (_dot, _window, _iota, _scan_like, _dropout, _remat, _custom_vjp)

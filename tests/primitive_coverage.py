@@ -12,7 +12,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from gspmd_viz.core.program.jaxpr_walk import INLINED, REJECTED
+from gspmd_viz.core.program.jaxpr_walk import INLINED, REJECTED, TRACED_AS
 from gspmd_viz.core.rules.registry import is_known
 
 F32, S32 = jnp.ones((4, 4), jnp.float32), jnp.ones((4, 4), jnp.int32)
@@ -71,6 +71,8 @@ def status(primitive: str) -> str:
         return "inlined (its body is traced)"
     if primitive in REGIONS:
         return "control flow: its body is traced once and partitioned once"
+    if primitive in TRACED_AS:
+        return f"traced as {TRACED_AS[primitive]}"
     if primitive in REJECTED:
         return "refused by gv.trace with advice"
     return "registry rule" if is_known(primitive) else "no rule: runs replicated, noted"

@@ -1,5 +1,7 @@
 """The propagation animator replays recorded steps, edits annotations, overlays XLA."""
 
+import html
+
 import pytest
 
 import gspmd_viz as gv
@@ -71,6 +73,22 @@ def test_widget_edits_repropagate_and_bad_input_is_inline():
     assert "gv-ok" in w.message.value and "gv-stale" not in w.graph.value
     w.slider.value = 0
     assert "frame 0" in w.step.value
+
+
+def test_an_edit_shows_our_propagation_at_once_and_xlas_overlay_when_compiled():
+    """With the overlay on, an edit redraws our propagation without waiting for XLA's
+    compile; XLA's marks arrive from the background, the same as computed in place."""
+    w = PropagationWidget("mlp", xla=True)
+    original = w.editors["x"][0].value
+    w.editors["x"][0].value = "y"  # x: [16@y, 32]
+    assert "gv-ok" in w.message.value and "gv-stale" not in w.graph.value
+    assert "compiling in the background" in w.xla_text.value
+    assert w.background.wait()
+    oracle = gv.xla.compare(gv.propagate(gv.trace(w.example.fn, *w.example.args)))
+    assert w.xla_text.value == f"<pre>{html.escape(oracle.text(only_differences=True))}</pre>"
+    assert (w.generation, w.slider.value, True, w.why.value) in w.frames  # redrawn, marked
+    w.editors["x"][0].value = original  # annotations whose comparison is cached: no wait
+    assert "agree on" in w.xla_text.value and not w.xla_pending
 
 
 def _drawn_nodes(w):
@@ -150,6 +168,8 @@ def test_every_control_through_every_option():
         assert f"of {len(w.prop.steps)}" in w.step.value
     for value in (True, False):
         w.overlay.value = value
+        assert ("compiling in the background" in w.xla_text.value) is value  # at once
+        w.background.wait()
         assert ("agree on" in w.xla_text.value) is value
     for _, name in w.why.options:
         w.why.value = name

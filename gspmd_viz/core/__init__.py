@@ -30,8 +30,8 @@ Each module imports only modules listed before it here (tests/test_core_layout.p
 Module order:
   sharding.devices sharding.mesh sharding.hlo_text sharding.sharding sharding.mesh_split
   sharding.collective
-  program.records program.slice_of_pad program.jaxpr_walk program.trace
-  rules.factors rules.families rules.gather_scatter rules.registry
+  program.records program.slice_of_pad program.split_as_slices program.jaxpr_walk program.trace
+  rules.factors rules.families rules.families_pieces rules.gather_scatter rules.registry
   propagation.record propagation.algorithm
   reshard.permute_rounds reshard.steps reshard.planner
   halo.rounds halo.arithmetic halo.exchange halo.windowed_ops halo.spatial_program

@@ -6,13 +6,17 @@ cropped to the active equation and its neighbours (so the action is always on sc
 minimap of the whole program with that window outlined. "why?" shows `prop.explain` and
 outlines in blue the nodes its chain names; dropdowns per annotated tensor dim edit the
 example's annotations and re-propagate; a checkbox overlays XLA's result (computed once per
-set of annotations, cached) with disagreements marked. It replays, it never recomputes a step.
+set of annotations, cached) with disagreements marked: a control change shows our propagation
+at once and adds XLA's marks when its compile, run in the background, finishes (the widget
+being built waits for them, so its first picture is whole). It replays, it never recomputes a
+step.
 An error in any handler becomes a one-line message, the stale figure is greyed out, and the
 widget keeps working.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import time
 
@@ -22,8 +26,9 @@ from gspmd_viz import xla
 from gspmd_viz.core.program.trace import trace
 from gspmd_viz.core.propagation.algorithm import propagate
 from gspmd_viz.viz import viewport
+from gspmd_viz.viz.background import Background
 from gspmd_viz.viz.graph import HIGHLIGHT, LINKED, legend_html, node_of, program_graph, svg
-from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
+from gspmd_viz.viz.inline import error_html, error_line, inline_errors, stale_html
 from gspmd_viz.viz.propagation_parts import (
     annotation_shapes,
     chain_values,
@@ -41,6 +46,7 @@ BORDERS = (
     (f"3px solid {LINKED}", 'named by "why?"'),
     (f"2px dashed {HIGHLIGHT}", "XLA decides differently"),
 )
+PENDING = "<i class='gv-pending'>XLA's overlay: compiling in the background…</i>"
 
 
 def frame_shardings(prop, k: int) -> dict:
@@ -69,6 +75,11 @@ def step_text(prop, k: int) -> str:
 
 def disagreements(prop, comparison) -> dict[int, str]:
     return {r.eqn: f"XLA: {r.value.type_text(r.xla)}" for r in comparison.differ}
+
+
+def _compare(prop):
+
+    return xla.compare(prop)
 
 
 def frame_graph(prop, k: int, marked: dict | None = None, linked=frozenset()):
@@ -100,6 +111,8 @@ class PropagationWidget:
         self.example = examples.get(name, mesh)
         self.shapes = annotation_shapes(self.example)
         self.xla_cache: dict = {}
+        self.xla_pending: set = set()  # keys whose comparison is being computed
+        self.background, self.building = Background(), True
         self.frames: dict = {}
         self.generation = 0  # bumped on every re-propagation (keys the frame cache)
         self.prop = None
@@ -108,6 +121,7 @@ class PropagationWidget:
         self.repropagate_ms = 0.0
         self._build_controls(xla)
         self.repropagate(self.example.specs)
+        self.building = False  # from now on XLA's overlay arrives in the background
 
     # --- state ----------------------------------------------------------------------------
     @inline_errors
@@ -136,11 +150,33 @@ class PropagationWidget:
             self.slider.value = len(prop.steps)
         self.redraw()
 
+    def xla_key(self) -> tuple:
+        return tuple(sorted((k, str(v)) for k, v in self.example.specs.items()))
+
     def comparison(self):
-        key = tuple(sorted((k, str(v)) for k, v in self.example.specs.items()))
-        if key not in self.xla_cache:
-            self.xla_cache[key] = xla.compare(self.prop)
-        return self.xla_cache[key]
+        """XLA's comparison for the current annotations: cached; computed now while the widget
+        is built; afterwards started in the background (None until it arrives and redraws)."""
+        key, prop = self.xla_key(), self.prop
+        if key in self.xla_cache or self.building:
+            if key not in self.xla_cache:
+                self.xla_cache[key] = _compare(prop)
+            return self.xla_cache[key]
+        if key not in self.xla_pending:  # a job for annotations changed since is skipped
+            self.xla_pending.add(key)
+            work = lambda: _compare(prop) if key == self.xla_key() else None  # noqa: E731
+            self.background.run(work, functools.partial(self.xla_arrived, key))
+        return None
+
+    def xla_arrived(self, key: tuple, table) -> None:
+        """A background comparison finished: cache it; redraw if it is still the one shown."""
+        self.xla_pending.discard(key)
+        if isinstance(table, Exception):
+            self.xla_text.value = error_html(f"XLA's overlay: {error_line(table)}")
+            return
+        if table is not None:
+            self.xla_cache[key] = table
+        if table is not None and self.overlay.value and key == self.xla_key():
+            self.redraw()
 
     def fail(self, err) -> None:
         """One-line message; the figure stays, greyed out, until a good change redraws it."""
@@ -161,7 +197,7 @@ class PropagationWidget:
         return sorted(self.linked())
 
     def frame_svg(self, k: int, marked) -> str:
-        key = (self.generation, k, self.overlay.value, self.why.value)
+        key = (self.generation, k, marked is not None, self.why.value)
         if key not in self.frames:  # graphviz takes a while on big programs: keep each frame
             self.frames = self.frames if len(self.frames) < 256 else {}
             self.frames[key] = svg(frame_graph(self.prop, k, marked, self.linked()))
@@ -185,12 +221,12 @@ class PropagationWidget:
     def redraw(self, *_) -> None:
         k = self.slider.value
         marked = None
-        if self.overlay.value:
-            table = self.comparison()
+        table = self.comparison() if self.overlay.value else None
+        if table is not None:
             marked = disagreements(self.prop, table)
             self.xla_text.value = f"<pre>{html.escape(table.text(only_differences=True))}</pre>"
         else:
-            self.xla_text.value = ""
+            self.xla_text.value = PENDING if self.overlay.value else ""
         self.figure = self.render(k, marked)
         self.graph.value = f"<div class='gv-figure'>{self.figure}</div>"
         self.step.value = f"<pre class='gv-step'>{html.escape(step_text(self.prop, k))}</pre>"

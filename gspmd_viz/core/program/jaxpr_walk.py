@@ -10,7 +10,7 @@ import itertools
 import jax.extend.core as jex
 import numpy as np
 
-from gspmd_viz.core.program import slice_of_pad
+from gspmd_viz.core.program import slice_of_pad, split_as_slices
 from gspmd_viz.core.program.records import (
     CONSTRAINT,
     Call,
@@ -39,6 +39,8 @@ INLINED = {
     "remat2": "jaxpr",
     "remat_opt": "fwd_jaxpr",
 }
+# Primitives gv.trace writes as others (the way jax lowers them for XLA), and as what
+TRACED_AS = {"split": "one slice per piece (split_as_slices)"}
 # x op x for an integer or bool x: the constant it always is
 _SELF_COMPARE = {"eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
 # Control flow we do not model (its body would need its own propagation), and what to do.
@@ -117,6 +119,10 @@ class ProgramBuilder:
         simpler = self.simplified(name, ins, eqn)
         if simpler is not None:
             env[eqn.outvars[0]] = simpler
+            return
+        if name in TRACED_AS:  # split: one slice per piece
+            pieces = split_as_slices.as_slices(ins[0], eqn.params)
+            env.update(zip(eqn.outvars, self.walk(pieces.jaxpr, pieces.consts, ins), strict=True))
             return
         found = slice_of_pad.rewrite(self.producer(ins[0]), eqn.params) if name == "slice" else None
         if found is not None:  # slice(pad(x)) -> pad(slice(x))

@@ -51,7 +51,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from gspmd_viz.core.rules import families, gather_scatter
+from gspmd_viz.core.rules import families, families_pieces, gather_scatter
 from gspmd_viz.core.rules.factors import FactorRule
 
 
@@ -241,6 +241,9 @@ register("dynamic_update_slice", families.dynamic_update_slice)
 register("pad", families.pad, halo=True)
 register("concatenate", families.concatenate, halo=True)
 register("rev", families.rev)
+register("stack", families_pieces.stack)
+register("unstack", families_pieces.unstack)
+register("tile", families_pieces.tile)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
 register(
     "gather",
@@ -296,7 +299,7 @@ FLOPS = {
     0: "sharding_constraint reshard broadcast_in_dim reshape transpose squeeze slice "
     "dynamic_slice dynamic_update_slice pad concatenate rev iota gather convert_element_type "
     "copy copy_p stop_gradient loop_const loop_carry branch_operand branch_result loop_slice "
-    "loop_stack",
+    "loop_stack stack unstack tile",
 }
 for _n, _names in FLOPS.items():
     for _name in _names.split():

@@ -27,6 +27,7 @@ class Mesh:
             if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
                 raise ValueError(f"mesh axis {name!r} must have a positive size, got {size!r}")
         self._axes = tuple((name, int(size)) for name, size in axes.items())
+        self._size_of = dict(self._axes)  # read by every shard-shape question: made once
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -46,14 +47,14 @@ class Mesh:
 
     def axis_size(self, name: str) -> int:
         self.check_axis(name)
-        return self.shape[name]
+        return self._size_of[name]
 
     def axis_index(self, name: str) -> int:
         self.check_axis(name)
         return self.axis_names.index(name)
 
     def check_axis(self, name) -> None:
-        if name not in self.shape:
+        if name not in self._size_of:
             raise ValueError(
                 f"unknown mesh axis {name!r}: this mesh has axes {list(self.axis_names)}"
             )

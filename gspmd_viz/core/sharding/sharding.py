@@ -4,6 +4,7 @@ Everything else is a derived view: PartitionSpec, GSPMD dims_mapping, HloShardin
 (the codec is hlo_text.py), the tile-assignment array, per-device slices and bytes.
 """
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from functools import cached_property
@@ -145,7 +146,7 @@ class Sharding:
         """Local (padded) shape on every device: ceil division, padding on the right."""
         if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
             raise ValueError(f"a shape holds non-negative whole numbers, got {tuple(shape)}")
-        return tuple(ceil_div(n, t) for n, t in zip(shape, self.tiles(len(shape)), strict=True))
+        return _local_shape(self, tuple(shape))
 
     def shard_index(self, device: int, dim: int) -> int:
         """Which shard of tensor dim `dim` a device holds (mixed radix over the dim's axes)."""
@@ -283,3 +284,10 @@ def spec_entry(axes: DimAxes):
 def axes_text(axes: DimAxes, unsplit: str = "-") -> str:
     """How every text view names one dim's axes: `x`, `(x,y)`, or `unsplit`."""
     return unsplit if not axes else axes[0] if len(axes) == 1 else f"({','.join(axes)})"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _local_shape(sharding: Sharding, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Sharding.shard_shape, made once per (layout, shape): the partitioner asks it thousands
+    of times per program while costing splits."""
+    return tuple(ceil_div(n, t) for n, t in zip(shape, sharding.tiles(len(shape)), strict=True))
