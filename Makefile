@@ -16,6 +16,9 @@ TEST_ENV := HOME=$(TEST_HOME) JUPYTER_CONFIG_DIR=$(TEST_HOME)/jupyter-config \
 
 # `make lab` serves a working copy of the lessons: autosave never rewrites the committed ones.
 LAB_DIR  := lab-work
+# JupyterLab reads overrides.json from the environment's app settings: no news prompt, no update
+# check over the first lesson (binder/postBuild installs the same file).
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 TOKEN    := $(shell python3 -c 'import secrets; print(secrets.token_hex(16))')
 
 .PHONY: lab test lint venv debs-lab debs-test html
@@ -34,7 +37,10 @@ debs-lab:
 debs-test: debs-lab
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
-lab: $(STAMP) debs-lab
+$(LAB_SETTINGS): binder/overrides.json
+	mkdir -p $(@D) && cp $< $@
+
+lab: $(STAMP) $(LAB_SETTINGS) debs-lab
 	@mkdir -p $(LAB_DIR) && for f in notebooks/*.ipynb; do \
 		[ -e $(LAB_DIR)/$${f##*/} ] || cp $$f $(LAB_DIR)/; done  # new lessons join; edits stay
 	@echo "Lessons: a working copy in $(LAB_DIR)/ (delete a file there to get the committed one back)"

@@ -36,9 +36,7 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-QUIET = {
-    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}
-}
+QUIET = ROOT / "binder" / "overrides.json"  # what `make lab` installs: no Jupyter news prompt
 
 
 def _require_chromium() -> None:
@@ -93,7 +91,7 @@ def lab(tmp_path_factory):
     shutil.copytree(ROOT / "notebooks", notebooks)  # autosave must never touch the repo
     settings = home / "app-settings"
     settings.mkdir()
-    (settings / "overrides.json").write_text(json.dumps(QUIET))
+    shutil.copy(QUIET, settings / "overrides.json")
     port = _free_port()
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
            f"--port={port}", "--allow-root", "--IdentityProvider.token=",

@@ -1,5 +1,6 @@
 """Packaging promises: binder installs exactly the package's runtime dependencies."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,24 @@ def test_binder_installs_graphviz_and_the_package():
     post_build = ROOT / "binder" / "postBuild"
     assert post_build.stat().st_mode & 0o111, "repo2docker runs postBuild only if executable"
     assert "pip install" in post_build.read_text()
+
+
+def test_make_lab_turns_the_jupyter_news_prompt_off(tmp_path):
+    """`make lab` installs binder/overrides.json where the venv's JupyterLab reads its settings."""
+    from jupyterlab.commands import get_app_dir
+
+    overrides = json.loads((ROOT / "binder" / "overrides.json").read_text())
+    plugin = "@jupyterlab/apputils-extension:notification"
+    assert overrides[plugin] == {"fetchNews": "false", "checkForUpdates": False}
+    app_dir = Path(get_app_dir())
+    schema = json.loads((app_dir / "schemas" / f"{plugin.replace(':', '/')}.json").read_text())
+    fetch = schema["properties"]["fetchNews"]
+    assert "false" in [choice["const"] for choice in fetch["oneOf"]]  # "Never", not "Ask"
+    assert schema["properties"]["checkForUpdates"]["type"] == "boolean"
+    venv = tmp_path / "venv"  # `make` with another VENV: the real one is not touched
+    installed = venv / app_dir.relative_to(sys.prefix) / "settings" / "overrides.json"
+    subprocess.run(["make", "-s", "-C", str(ROOT), f"VENV={venv}", str(installed)], check=True)
+    assert json.loads(installed.read_text()) == overrides
 
 
 # DESIGN.md section 3: what lessons and outside checks reach from `import gspmd_viz as gv`.
