@@ -25,7 +25,7 @@ from fuzz_programs import NO_XLA, programs  # noqa: E402
 from hypothesis.errors import NonInteractiveExampleWarning  # noqa: E402
 
 from gspmd_viz.explain.compiled import compile_program  # noqa: E402
-from gspmd_viz.viz.explain import ExplainWidget  # noqa: E402
+from gspmd_viz.viz.explain.widget import ExplainWidget  # noqa: E402
 from gspmd_viz.zoo import examples  # noqa: E402
 
 

@@ -53,7 +53,7 @@ def main() -> None:
         f"(ratio {ours / xla:.2f}, informational)"
     )
 
-    from gspmd_viz.viz.propagation import PropagationWidget
+    from gspmd_viz.viz.propagation.widget import PropagationWidget
 
     widget = PropagationWidget("transformer_block")
     edits = []

@@ -16,7 +16,7 @@ import statistics
 import time
 
 import gspmd_viz.sim as sim
-from gspmd_viz.viz import torus as torus_view
+from gspmd_viz.viz.torus import widget as torus_view
 
 SIZES = [("8x8 torus", sim.torus((8, 8))), ("tpu-v3-pod", sim.preset("tpu-v3-pod")),
          ("tpu-v3-multipod", sim.preset("tpu-v3-multipod"))]  # fmt: skip

@@ -41,8 +41,8 @@ def _step_ms(w, repeats=9) -> float:
 
 
 def torus():
-    from gspmd_viz.viz import torus as view
-    from gspmd_viz.viz.torus_links import link_figure
+    from gspmd_viz.viz.torus import widget as view
+    from gspmd_viz.viz.torus.links import link_figure
 
     print("torus widget (lesson 05): kernel-side time per update, bytes sent per frame")
     print(
@@ -67,7 +67,7 @@ def step_replay():
     import jax
 
     import gspmd_viz as gv
-    from gspmd_viz.viz import torus_step
+    from gspmd_viz.viz.torus import step_replay as torus_step
     from gspmd_viz.zoo import examples
     from gspmd_viz.zoo import training as tz
 
@@ -111,7 +111,7 @@ PIPELINE_SETUP = {  # controls set before the change is timed
 def _pipeline_change(what, control, values, repeats=7) -> tuple[float, int, float]:
     """Median ms of the change (kernel side, every view rebuilt), the bytes of the figure it
     sent last and how many figures a change sends."""
-    from gspmd_viz.viz.pipeline import PipelineWidget
+    from gspmd_viz.viz.pipeline.widget import PipelineWidget
 
     w = PipelineWidget()
     for name, value in PIPELINE_SETUP.get(what, {}).items():

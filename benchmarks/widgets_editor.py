@@ -18,7 +18,7 @@ gv.use_cpu_devices(8)
 from ipywidgets import Widget  # noqa: E402
 
 from gspmd_viz.units import format_bytes  # noqa: E402
-from gspmd_viz.viz.editor import ShardingEditor  # noqa: E402
+from gspmd_viz.viz.arrays.editor import ShardingEditor  # noqa: E402
 
 
 class Wire:

@@ -15,8 +15,8 @@ import time
 from widgets_editor import Wire
 
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.ledger import LedgerWidget
-from gspmd_viz.viz.propagation import PropagationWidget
+from gspmd_viz.viz.ledger.widget import LedgerWidget
+from gspmd_viz.viz.propagation.widget import PropagationWidget
 
 
 def timed(change, repeats: int = 5, settle=None) -> tuple[float, int]:

@@ -291,7 +291,7 @@ def test_the_program_text_marks_bodies_conditions_and_branches():
 
 
 def test_ledger_opens_loops_and_the_graph_draws_them_as_clusters():
-    from gspmd_viz.viz import ledger
+    from gspmd_viz.viz.ledger import widget as ledger
 
     x, ws = arrays((16, 32), (4, 32, 32))
     _, spmd = partitioned(residual_stack, x, ws)

@@ -11,9 +11,9 @@ from strategies import sharded_shapes
 
 import gspmd_viz as gv
 from gspmd_viz.core.sharding.sharding import short_dtype
-from gspmd_viz.viz import editor as editor_module
-from gspmd_viz.viz.editor import DTYPES, ShardingEditor, axis_options
-from gspmd_viz.viz.notation import parse_mesh, parse_shape
+from gspmd_viz.viz.arrays import editor as editor_module
+from gspmd_viz.viz.arrays.editor import DTYPES, ShardingEditor, axis_options
+from gspmd_viz.viz.arrays.notation import parse_mesh, parse_shape
 
 
 def _mesh_text(mesh: gv.Mesh) -> str:

@@ -12,8 +12,8 @@ import gspmd_viz as gv
 from gspmd_viz.sim import CHIPS, collective_time
 from gspmd_viz.sim import placement as pl
 from gspmd_viz.units import format_time
-from gspmd_viz.viz import ledger
-from gspmd_viz.viz.plan_cost import plan_text
+from gspmd_viz.viz.ledger import widget as ledger
+from gspmd_viz.viz.ledger.plan_cost import plan_text
 from gspmd_viz.xla import cost as xla_cost
 from gspmd_viz.zoo import examples
 

@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz import ledger_processes as lp
+from gspmd_viz.viz.ledger import processes as lp
 from gspmd_viz.zoo import examples
 
 

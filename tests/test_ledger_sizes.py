@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz.ledger_sizes import moves_by_equation, size_change_text, size_changes
+from gspmd_viz.viz.ledger.sizes import moves_by_equation, size_change_text, size_changes
 from gspmd_viz.zoo import examples
 
 FSDP = {"x": ("x", None), "w1": ("x", "y"), "w2": ("y", "x")}  # weights stored 256 ways

@@ -7,7 +7,7 @@ import json
 import anywidget
 import plotly.graph_objects as go
 
-from gspmd_viz.viz.plotly_view import PLOTLY, PlotlyView
+from gspmd_viz.viz.common.plotly_view import PLOTLY, PlotlyView
 
 
 def test_the_figure_is_state_and_each_show_replaces_it():

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 
 import gspmd_viz.sim as sim
-from gspmd_viz.viz import torus
+from gspmd_viz.viz.torus import widget as torus
 
 
 def _agrees(w: torus.TorusWidget):

@@ -5,7 +5,8 @@ import plotly.graph_objects as go
 import pytest
 
 import gspmd_viz.sim as sim
-from gspmd_viz.viz import timeline, torus
+from gspmd_viz.viz.torus import timeline
+from gspmd_viz.viz.torus import widget as torus
 
 
 def _tl(name="torus-2d", shape=(4, 4)):
@@ -73,7 +74,7 @@ def test_3d_slices_are_labelled_and_laid_out_in_blocks():
 
 
 def test_low_loads_stand_out_on_white_and_the_figure_fits_1024_px():
-    from gspmd_viz.viz.torus_frames import COLOURS
+    from gspmd_viz.viz.torus.frames import COLOURS
 
     def luminance(hex_colour):
         rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]

@@ -9,10 +9,11 @@ import ipywidgets as widgets
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz import show, static
-from gspmd_viz.viz.arrays import layout_figure
-from gspmd_viz.viz.editor import ShardingEditor
-from gspmd_viz.viz.static import HIDE_STATIC_WHEN_LIVE, LIVE_TEXT, STATIC_TEXT, chromium
+from gspmd_viz.viz import show
+from gspmd_viz.viz.arrays.editor import ShardingEditor
+from gspmd_viz.viz.arrays.layout import layout_figure
+from gspmd_viz.viz.common import static
+from gspmd_viz.viz.common.static import HIDE_STATIC_WHEN_LIVE, LIVE_TEXT, STATIC_TEXT, chromium
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

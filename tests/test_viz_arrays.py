@@ -9,8 +9,8 @@ from hypothesis import given
 from strategies import sharded_shapes
 
 import gspmd_viz as gv
-from gspmd_viz.viz.arrays import MAX_FACETS, PALETTE, layout_figure
-from gspmd_viz.viz.blocks import blocks, device_label, layout_text
+from gspmd_viz.viz.arrays.blocks import blocks, device_label, layout_text
+from gspmd_viz.viz.arrays.layout import MAX_FACETS, PALETTE, layout_figure
 
 
 @given(sharded_shapes(max_devices=64))

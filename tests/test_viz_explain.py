@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz.explain import ExplainWidget, parse_spec
+from gspmd_viz.viz.explain.widget import ExplainWidget, parse_spec
 
 
 def make(mesh, specs):

@@ -10,8 +10,8 @@ from jax import lax
 
 import gspmd_viz as gv
 from gspmd_viz.core.halo.spatial_program import spatial_program
-from gspmd_viz.viz import halo_draw
-from gspmd_viz.viz.halo import SHARDS, HaloWidget, caption, parse_image, parse_padding
+from gspmd_viz.viz.halo import draw as halo_draw
+from gspmd_viz.viz.halo.widget import SHARDS, HaloWidget, caption, parse_image, parse_padding
 
 
 def _arrows(svg_text: str) -> int:
@@ -183,7 +183,7 @@ def test_bytes_per_device_in_the_caption_add_up():
 
 
 def test_an_unexpected_error_is_shown_inline_and_the_widget_keeps_working(monkeypatch):
-    import gspmd_viz.viz.halo as halo_widget
+    import gspmd_viz.viz.halo.widget as halo_widget
 
     w = HaloWidget(image="6x6")
 

@@ -3,9 +3,9 @@ bad input) shows as one line naming its type, the figure greys, and the widget r
 
 import pytest
 
-from gspmd_viz.viz import inline
-from gspmd_viz.viz import pipeline as pipeline_view
-from gspmd_viz.viz import training as training_view
+from gspmd_viz.viz.common import inline
+from gspmd_viz.viz.pipeline import widget as pipeline_view
+from gspmd_viz.viz.training import widget as training_view
 
 
 def _boom(*args, **kwargs):

@@ -5,7 +5,7 @@ import re
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz.matmul_blocks import matmul_svg, reshard_svg
+from gspmd_viz.viz.arrays.matmul_blocks import matmul_svg, reshard_svg
 
 MESH = gv.Mesh({"x": 2, "y": 4})
 SHAPES = {"A": (16, 32), "B": (32, 64), "C": (16, 64)}

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz import pipeline as view
-from gspmd_viz.viz import pipeline_torus
+from gspmd_viz.viz.pipeline import on_torus as pipeline_torus
+from gspmd_viz.viz.pipeline import widget as view
 
 pipe = gv.pipeline
 
@@ -35,7 +35,7 @@ def test_grey_cells_are_the_bubble_of_the_closed_form():
 
 
 def test_colours_follow_the_microbatch_and_tell_f_b_w_and_the_bubble_apart():
-    from gspmd_viz.viz import pipeline_gantt as pg
+    from gspmd_viz.viz.pipeline import gantt as pg
 
     tl = pipe.simulate(pipe.schedule("zb-h1", stages=4, microbatches=8), 1.0, 1.0, weight=1.0)
     grid = next(t for t in view.gantt(tl).data if t.name == "actions")
@@ -171,7 +171,7 @@ def test_widget_bad_combinations_show_inline_and_recover():
 
 
 def test_static_svg_has_one_rectangle_per_action_and_per_stage():
-    from gspmd_viz.viz.pipeline_static import gantt_svg
+    from gspmd_viz.viz.pipeline.static_gantt import gantt_svg
 
     tl = pipe.simulate(pipe.schedule("zb-h1", stages=4, microbatches=4), 1.0, 1.0, weight=1.0)
     svg = gantt_svg(tl)

@@ -5,9 +5,9 @@ import html
 import pytest
 
 import gspmd_viz as gv
-from gspmd_viz.viz import viewport
-from gspmd_viz.viz.graph import LINKED, program_graph
-from gspmd_viz.viz.propagation import (
+from gspmd_viz.viz.common import viewport
+from gspmd_viz.viz.common.program_graph import LINKED, program_graph
+from gspmd_viz.viz.propagation.widget import (
     FOCUS,
     PropagationWidget,
     _entry,

@@ -11,7 +11,7 @@ import pytest
 
 import gspmd_viz as gv
 from gspmd_viz.sim import placement as pl
-from gspmd_viz.viz import torus_step
+from gspmd_viz.viz.torus import step_replay as torus_step
 from gspmd_viz.zoo import examples
 from gspmd_viz.zoo import training as tz
 

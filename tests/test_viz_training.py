@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from gspmd_viz.sim import training as st
-from gspmd_viz.viz import training as vt
-from gspmd_viz.viz.inline import STALE_CSS
+from gspmd_viz.viz.common.inline import STALE_CSS
+from gspmd_viz.viz.training import widget as vt
 
 
 @pytest.fixture(scope="module")

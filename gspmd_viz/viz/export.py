@@ -3,7 +3,7 @@
 `python -m gspmd_viz.viz.export notebooks build/html` writes `NN_topic.html` per lesson
 (`NNb_topic.html` for the second half of a lesson split in two) and deletes pages of lessons that
 no longer exist. Plotly figures become live plots with plotly.js inlined once per page; widget
-views are dropped in favour of the static picture their cell stores (`gspmd_viz.viz.static.show`):
+views are dropped in favour of the static picture their cell stores (`viz.common.static.show`):
 embedding widget state would need the widget manager from a CDN, so the page would not be
 self-contained. No MathJax, no require.js, nothing remote: formulas in markdown cells and in
 `text/latex` outputs are converted to MathML when the page is written (`offline_math`).

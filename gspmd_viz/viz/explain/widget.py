@@ -16,9 +16,9 @@ import ipywidgets as widgets
 
 from gspmd_viz.explain import explain
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.explain_source import line_detail, source_svg
-from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
-from gspmd_viz.viz.notation import parse_mesh
+from gspmd_viz.viz.arrays.notation import parse_mesh
+from gspmd_viz.viz.common.inline import STALE_CSS, error_html, inline_errors, stale_html
+from gspmd_viz.viz.explain.source import line_detail, source_svg
 
 LINE_CSS = (
     "<style>.gv-explain-line{font-family:monospace;white-space:pre;justify-content:flex-start;"

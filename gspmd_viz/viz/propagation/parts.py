@@ -10,7 +10,7 @@ import jax
 
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.sharding.sharding import Sharding
-from gspmd_viz.viz.graph import node_of
+from gspmd_viz.viz.common.program_graph import node_of
 from gspmd_viz.zoo import examples
 
 

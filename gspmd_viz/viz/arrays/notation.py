@@ -93,7 +93,7 @@ def gv_code(sharding: Sharding, shape, dtype: str) -> str:
     spec = f"({spec},)" if len(sharding.spec) == 1 else f"({spec})"
     return (
         "import gspmd_viz as gv\n"
-        "from gspmd_viz.viz.arrays import layout_figure\n\n"
+        "from gspmd_viz.viz.arrays.layout import layout_figure\n\n"
         f"s = gv.Sharding(gv.Mesh({{{axes}}}), {spec})\n"
         f"layout_figure(s, {tuple(shape)}, '{dtype}')"
     )

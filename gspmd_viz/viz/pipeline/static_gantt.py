@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from gspmd_viz import pipeline as pipe
-from gspmd_viz.viz.pipeline_gantt import SHADE, microbatch_colours
+from gspmd_viz.viz.pipeline.gantt import SHADE, microbatch_colours
 
 _ROW, _LEFT, _WIDTH = 26, 64, 720
 

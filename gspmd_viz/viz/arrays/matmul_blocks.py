@@ -9,8 +9,8 @@ collectives the partitioner inserted. A static picture: it reads without a kerne
 from html import escape
 
 from gspmd_viz.core.sharding.sharding import Sharding
-from gspmd_viz.viz.blocks import blocks, device_label
-from gspmd_viz.viz.halo_draw import colour
+from gspmd_viz.viz.arrays.blocks import blocks, device_label
+from gspmd_viz.viz.halo.draw import colour
 
 BOX = 110.0  # px: the longest side of each array
 GAP = 34.0  # px between the drawings

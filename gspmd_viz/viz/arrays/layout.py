@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gspmd_viz.core.sharding.sharding import Sharding
-from gspmd_viz.viz.blocks import Block, blocks, device_label, summary
+from gspmd_viz.viz.arrays.blocks import Block, blocks, device_label, summary
 
 
 def _palette(hues: int = 16, stride: int = 5) -> list[str]:

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from gspmd_viz.core.spmd.run import SPMDProgram
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.ledger import rows
-from gspmd_viz.viz.plan_cost import plan_text
+from gspmd_viz.viz.ledger.plan_cost import plan_text
+from gspmd_viz.viz.ledger.widget import rows
 
 __all__ = ["Move", "moves_by_equation", "size_change_text", "size_changes"]
 

@@ -1,6 +1,6 @@
 """The link view of a small torus: chips on a grid, every link coloured by its bytes in one step.
 
-Used up to LINK_VIEW_CHIPS chips (beyond that torus_heatmap.py aggregates). ``link_figure`` is
+Used up to LINK_VIEW_CHIPS chips (beyond that heatmap.py aggregates). ``link_figure`` is
 the plotly figure the widget shows; ``svg`` draws the same frame as plain SVG, the static figure
 a lesson keeps for readers without a kernel.
 """
@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from gspmd_viz.units import format_bytes, format_time
-from gspmd_viz.viz.torus_frames import BUSIEST, COLOURS, LEVELS, Frames
+from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames
 
 LINK_VIEW_CHIPS = 256  # 16x16: ~120 kB of figure JSON; bigger tori use the aggregated view
 WIDTHS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]

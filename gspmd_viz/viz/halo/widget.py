@@ -1,4 +1,4 @@
-"""The halo-exchange widget: controls over `halo_draw.scene`, a step slider over its frames.
+"""The halo-exchange widget: controls over `draw.scene`, a step slider over its frames.
 
 Every control change builds a new scene (a few plans: no jax, no devices) and redraws one SVG
 frame; a bad combination shows a one-line message, greys the stale picture out and the widget
@@ -14,9 +14,9 @@ import ipywidgets as widgets
 
 from gspmd_viz.core.halo.arithmetic import HaloPlan
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.halo_draw import Scene, scene, svg
-from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
-from gspmd_viz.viz.playback import pause_at_end
+from gspmd_viz.viz.common.inline import error_html, inline_errors, stale_html
+from gspmd_viz.viz.common.playback import pause_at_end
+from gspmd_viz.viz.halo.draw import Scene, scene, svg
 
 SHARDS = (1, 2, 3, 4, 8)
 MAX_SIDE = 64  # image rows / columns the picture stays readable with

@@ -1,8 +1,8 @@
 """The torus widget: pick a topology, collective, algorithm, payload and TPU, then watch each step.
 
 ``frames(tl)`` turns a recorded Timeline into per-step arrays once; ``figure(fr, step)`` draws one
-step, link by link up to 256 chips (torus_links.py) and as per-dim heatmaps beyond
-(torus_heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus controls that
+step, link by link up to 256 chips (links.py) and as per-dim heatmaps beyond
+(heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus controls that
 record a new timeline. Nothing here re-simulates a step. Every handler error becomes one line in
 the widget and greys the stale figure; the controls always describe what is drawn.
 """
@@ -19,11 +19,11 @@ import plotly.graph_objects as go
 
 from gspmd_viz import sim
 from gspmd_viz.units import parse_bytes
-from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors
-from gspmd_viz.viz.plotly_view import PlotlyView, plain
-from gspmd_viz.viz.torus_frames import Frames, frames, positions
-from gspmd_viz.viz.torus_heatmap import heatmap_figure
-from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, link_figure, svg
+from gspmd_viz.viz.common.inline import STALE_CSS, error_html, inline_errors
+from gspmd_viz.viz.common.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.torus.frames import Frames, frames, positions
+from gspmd_viz.viz.torus.heatmap import heatmap_figure
+from gspmd_viz.viz.torus.links import LINK_VIEW_CHIPS, link_figure, svg
 
 __all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_shape", "positions", "svg"]
 CUSTOM = "custom"

@@ -14,10 +14,9 @@ import plotly.graph_objects as go
 
 from gspmd_viz.core.sharding.hlo_text import parse_tile_assignment
 from gspmd_viz.core.sharding.sharding import Sharding
-from gspmd_viz.viz.arrays import layout_dict
-from gspmd_viz.viz.blocks import layout_text
-from gspmd_viz.viz.inline import STALE_CSS, error_html, error_line, inline_errors
-from gspmd_viz.viz.notation import (
+from gspmd_viz.viz.arrays.blocks import layout_text
+from gspmd_viz.viz.arrays.layout import layout_dict
+from gspmd_viz.viz.arrays.notation import (
     dims_mapping_text,
     gv_code,
     jax_code,
@@ -25,7 +24,8 @@ from gspmd_viz.viz.notation import (
     parse_shape,
     pspec_text,
 )
-from gspmd_viz.viz.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.common.inline import STALE_CSS, error_html, error_line, inline_errors
+from gspmd_viz.viz.common.plotly_view import PlotlyView, plain
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int32", "float64")
 MAX_AXES_PER_DIM = 3
@@ -226,7 +226,7 @@ class ShardingEditor(widgets.VBox):
         self.plot.show(plain(spec))
 
     def static_figure(self):
-        """What `gspmd_viz.viz.static.show` saves for readers without a kernel."""
+        """What `gspmd_viz.viz.common.static.show` saves for readers without a kernel."""
         return self.figure
 
 

@@ -1,7 +1,7 @@
 """Per-step drawing data for a recorded Timeline: link load levels, chip colours, busiest links.
 
 ``frames(tl)`` reads ``tl.steps`` once (vectorised, no re-simulation); the link view
-(torus_links.py), the aggregated view (torus_heatmap.py) and the static SVG all draw from it.
+(links.py), the aggregated view (heatmap.py) and the static SVG all draw from it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import numpy as np
 from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.core.spmd.run import SPMDProgram
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.ledger import rows
+from gspmd_viz.viz.ledger.widget import rows
 
 
 def process_of(mesh: Mesh, devices_per_process: int) -> np.ndarray:

@@ -17,8 +17,8 @@ from plotly.subplots import make_subplots
 from gspmd_viz import sim
 from gspmd_viz.sim import training as st
 from gspmd_viz.units import format_bytes, format_time
-from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
-from gspmd_viz.viz.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.common.inline import STALE_CSS, error_html, inline_errors, stale_html
+from gspmd_viz.viz.common.plotly_view import PlotlyView, plain
 from gspmd_viz.zoo import training as train_zoo
 
 # name -> (layers, d_model, heads, head_dim, hidden); seq is 1024 for all

@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.torus_frames import BUSIEST, COLOURS, LEVELS, Frames, positions
-from gspmd_viz.viz.torus_links import CHIP_SCALE, WIDTH, title
+from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames, positions
+from gspmd_viz.viz.torus.links import CHIP_SCALE, WIDTH, title
 
 CHIP_BAR = {
     "orientation": "h",

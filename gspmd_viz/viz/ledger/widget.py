@@ -28,9 +28,9 @@ from gspmd_viz.core.spmd.run import SPMDProgram
 from gspmd_viz.partition_on_chip import partition
 from gspmd_viz.sim import CHIPS, placement
 from gspmd_viz.units import format_bytes, format_time
-from gspmd_viz.viz.graph import program_graph, svg
-from gspmd_viz.viz.inline import error_html, inline_errors, stale_html
-from gspmd_viz.viz.plan_cost import plan_text
+from gspmd_viz.viz.common.inline import error_html, inline_errors, stale_html
+from gspmd_viz.viz.common.program_graph import program_graph, svg
+from gspmd_viz.viz.ledger.plan_cost import plan_text
 from gspmd_viz.xla import cost as xla_cost
 from gspmd_viz.zoo import examples
 

@@ -16,11 +16,11 @@ import ipywidgets as widgets
 from gspmd_viz import sim
 from gspmd_viz.sim.steps.step_timeline import StepTimeline, simulate_step
 from gspmd_viz.units import format_time
-from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors
-from gspmd_viz.viz.plotly_view import PlotlyView, plain
-from gspmd_viz.viz.torus import figure
-from gspmd_viz.viz.torus_frames import frames
-from gspmd_viz.viz.torus_links import LINK_VIEW_CHIPS, svg
+from gspmd_viz.viz.common.inline import STALE_CSS, error_html, inline_errors
+from gspmd_viz.viz.common.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.torus.frames import frames
+from gspmd_viz.viz.torus.links import LINK_VIEW_CHIPS, svg
+from gspmd_viz.viz.torus.widget import figure
 
 
 def step_records(spmd) -> list[tuple]:

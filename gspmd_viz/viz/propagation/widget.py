@@ -25,11 +25,18 @@ import ipywidgets as W
 from gspmd_viz import xla
 from gspmd_viz.core.program.trace import trace
 from gspmd_viz.core.propagation.algorithm import propagate
-from gspmd_viz.viz import viewport
-from gspmd_viz.viz.background import Background
-from gspmd_viz.viz.graph import HIGHLIGHT, LINKED, legend_html, node_of, program_graph, svg
-from gspmd_viz.viz.inline import error_html, error_line, inline_errors, stale_html
-from gspmd_viz.viz.propagation_parts import (
+from gspmd_viz.viz.common import viewport
+from gspmd_viz.viz.common.background import Background
+from gspmd_viz.viz.common.inline import error_html, error_line, inline_errors, stale_html
+from gspmd_viz.viz.common.program_graph import (
+    HIGHLIGHT,
+    LINKED,
+    legend_html,
+    node_of,
+    program_graph,
+    svg,
+)
+from gspmd_viz.viz.propagation.parts import (
     annotation_shapes,
     chain_values,
     checked_specs,

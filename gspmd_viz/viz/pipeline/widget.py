@@ -1,8 +1,8 @@
 """Pipeline widget: an animated Gantt of a simulated schedule, memory beneath.
 
-The figure is ``pipeline_gantt.gantt`` (re-exported here); ``PipelineWidget`` is a frame index
+The figure is ``gantt.gantt`` (re-exported here); ``PipelineWidget`` is a frame index
 (Play + slider) over one recorded timeline plus controls that record a new one. The transfers on
-a torus are in ``pipeline_torus``.
+a torus are in ``on_torus``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gspmd_viz import pipeline as pipe
-from gspmd_viz.viz.inline import STALE_CSS, error_html, inline_errors, stale_html
-from gspmd_viz.viz.pipeline_gantt import MAX_FRAMES, frame_times, gantt, gantt_spec
-from gspmd_viz.viz.playback import pause_at_end
-from gspmd_viz.viz.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.common.inline import STALE_CSS, error_html, inline_errors, stale_html
+from gspmd_viz.viz.common.playback import pause_at_end
+from gspmd_viz.viz.common.plotly_view import PlotlyView, plain
+from gspmd_viz.viz.pipeline.gantt import MAX_FRAMES, frame_times, gantt, gantt_spec
 
 __all__ = ["MAX_FRAMES", "PipelineWidget", "frame_times", "gantt", "parse_ratio"]
 

@@ -1,0 +1,1 @@
+"""Halo exchange replayed round by round on split images."""

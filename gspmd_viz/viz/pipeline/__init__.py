@@ -1,0 +1,1 @@
+"""Pipeline schedules as Gantt charts with activation memory, static and on a torus."""

@@ -1,0 +1,1 @@
+"""Sharding propagation replayed step by step on the program graph, beside XLA's."""
