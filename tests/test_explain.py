@@ -215,6 +215,10 @@ def test_bad_input_says_what_is_wrong():
         gv.explain(mlp_with_helper, *args, mesh=MESH, in_shardings=[None])
     with pytest.raises(TypeError, match="Python function"):
         gv.explain(42, *args, mesh=MESH)
+    with pytest.raises(ValueError, match="annotations use Mesh"):
+        gv.explain(mlp_with_helper, *args, mesh=gv.Mesh({"x": 4, "y": 2}))
+    with pytest.raises(gv.core.devices.DeviceCountError, match="needs 16 devices"):
+        gv.explain(mlp_with_helper, *args, mesh=gv.Mesh({"x": 4, "y": 4}))
 
 
 def test_a_jitted_functions_own_shardings_are_read():
