@@ -4,6 +4,7 @@ Oracles: gv.xla.collectives (XLA's partitioned HLO read independently of the rep
 list and its bytes, the function's own source lines for file:line, closed forms for padding and
 buffer sizes, the compiler's own warning text for rematerialization."""
 
+import functools
 import inspect
 from dataclasses import replace
 
@@ -30,9 +31,9 @@ def _lines_of(fn) -> range:
     return range(first, first + len(lines))
 
 
-def _check_complete(report, fn, args, mesh, **pins):
+def _check_complete(report, fn, args, mesh, fn_called=None):
     """Every collective XLA emits is in the report, on a line inside fn, with a reason."""
-    theirs = gv.xla.collectives(fn, *args, mesh=mesh, **pins)
+    theirs = gv.xla.collectives(fn_called or fn, *args, mesh=mesh)
     assert sorted(str(c) for c in theirs) == sorted(str(e.collective) for e in report.entries)
     assert report.xla_bytes == pytest.approx(sum(c.wire_bytes for c in theirs))
     inside = _lines_of(fn)
@@ -68,6 +69,19 @@ def test_collectives_sit_on_the_users_line_with_the_equation():
     assert report.our_bytes == pytest.approx(ours)
     text = str(report)
     assert f"line {first + 5}  return h @ w2" in text
+
+
+def test_a_partial_and_a_pytree_of_arguments_are_explained():
+    def layer(params, x, scale):
+        x = gv.mesh_split(x, MESH, ("x", None))
+        w = gv.mesh_split(params["w"], MESH, ("y", None))
+        return scale * (x @ w)
+
+    fn = functools.partial(layer, scale=2.0)
+    args = ({"w": jnp.ones((32, 16))}, jnp.ones((16, 32)))
+    report = gv.explain(fn, *args, mesh=MESH)
+    _check_complete(report, layer, args, MESH, fn_called=fn)
+    assert [e.line for e in report.entries] == [_lines_of(layer).start + 3]
 
 
 def test_time_on_the_chip_is_the_simulators():
@@ -201,6 +215,10 @@ def test_bad_input_says_what_is_wrong():
         gv.explain(mlp_with_helper, *args, mesh=MESH, in_shardings=[None])
     with pytest.raises(TypeError, match="Python function"):
         gv.explain(42, *args, mesh=MESH)
+    with pytest.raises(ValueError, match="annotations use Mesh"):
+        gv.explain(mlp_with_helper, *args, mesh=gv.Mesh({"x": 4, "y": 2}))
+    with pytest.raises(gv.core.devices.DeviceCountError, match="needs 16 devices"):
+        gv.explain(mlp_with_helper, *args, mesh=gv.Mesh({"x": 4, "y": 4}))
 
 
 def test_a_jitted_functions_own_shardings_are_read():

@@ -17,7 +17,7 @@ import re
 from gspmd_viz import sim
 from gspmd_viz.core.reshard.planner import reshard_plan
 from gspmd_viz.core.sharding.sharding import Sharding
-from gspmd_viz.explain.compiled import frame_of
+from gspmd_viz.explain.compiled import frame_of, operands
 from gspmd_viz.explain.hlo_lines import (
     buffer_bytes,
     buffers,
@@ -110,10 +110,8 @@ def loop_gathers(compiled, entries) -> list[Finding]:
         c = e.collective
         if c.kind != "all-gather" or c.trips <= 1 or e.hlo not in owner:
             continue
-        body = owner[e.hlo]
-        names = re.findall(r"all-gather(?:-start)?\(([^)]*)\)", e.hlo)
-        reads = re.findall(r"%([\w.\-]+)", names[0]) if names else []
-        if reads and all(loop_invariant(body, r) for r in reads):
+        reads = operands(e.hlo)
+        if reads and all(loop_invariant(owner[e.hlo], r) for r in reads):
             once = c.wire_bytes / c.trips
             found.append(
                 Finding(
@@ -128,16 +126,16 @@ def loop_gathers(compiled, entries) -> list[Finding]:
     return found
 
 
-def _suggest(mesh, src_text, dst_text, eqn) -> tuple[str, float]:
-    """The reference's reshard between the two shardings of the warning (text, wire bytes)."""
+def _suggest(mesh, src_text, dst_text, eqn) -> str:
+    """The reference's reshard between the two shardings of the warning ('' if none)."""
     if eqn is None or not eqn.outputs:
-        return "", 0.0
+        return ""
     v = eqn.outputs[0]
     try:
         src, dst = Sharding.from_hlo(mesh, src_text), Sharding.from_hlo(mesh, dst_text)
         plan = reshard_plan(src, dst, v.shape, v.dtype)
     except ValueError:  # a sharding our mesh cannot express (sub-axes)
-        return "", 0.0
+        return ""
     steps = " -> ".join(f"{s.kind}({','.join(s.axes)})" for s in plan.steps) or "nothing"
     move = f"{v.type_text(src)} -> {v.type_text(dst)}"
     text = (
@@ -145,7 +143,7 @@ def _suggest(mesh, src_text, dst_text, eqn) -> tuple[str, float]:
         f"{v.name} (or what it is computed from) to {dst.to_partition_spec()} so no step "
         "needs the whole tensor"
     )
-    return text, plan.wire_bytes
+    return text
 
 
 def rematerializations(compiled, code, prop, entries) -> list[Finding]:
@@ -160,7 +158,7 @@ def rematerializations(compiled, code, prop, entries) -> list[Finding]:
         line = where.line if where is not None else code.first
         eqn = next((e.equation for e in entries if e.line == line and e.equation), None)
         eqn = eqn or _equation_at(prop, code, line)
-        fix, _ = _suggest(prop.mesh, src, dst, eqn)
+        fix = _suggest(prop.mesh, src, dst, eqn)
         lost = sum(e.wire_bytes for e in entries if e.line == line)
         message = (
             f"XLA could not go from {src} to {dst} for {op} without gathering the whole "

@@ -36,12 +36,13 @@ def as_sharding(mesh: Mesh, pin) -> Sharding | None:
     raise TypeError(f"cannot read {pin!r} as a sharding: give a gv.Sharding, spec or None")
 
 
-def _pins(mesh: Mesh, pins, count: int, what: str) -> list | None:
+def _pins(mesh: Mesh, pins, count: int, what: str, of: str) -> list | None:
+    """One gv.Sharding (or None) per flat argument / result (`of`), from `what`."""
     if pins is None:
         return None
     flat = [pins] if not isinstance(pins, (tuple, list)) or _is_spec(pins) else list(pins)
     if len(flat) != count:
-        raise ValueError(f"{what} has {len(flat)} entries for {count} flat {what[:-10]}s")
+        raise ValueError(f"{what} has {len(flat)} entries for {count} flat {of}")
     return [as_sharding(mesh, p) for p in flat]
 
 
@@ -138,9 +139,11 @@ def explain(
     sim.chip(chip)  # an unknown chip fails here, naming the known ones
     code = user_code(fn)
     jit_ins, jit_outs = jit_pins(fn, args)
-    ins = _pins(mesh, in_shardings or jit_ins, len(jax.tree.leaves(args)), "in_shardings")
+    ins = _pins(
+        mesh, in_shardings or jit_ins, len(jax.tree.leaves(args)), "in_shardings", "arguments"
+    )
     n_out = len(jax.tree.leaves(jax.eval_shape(fn, *args)))
-    outs = _pins(mesh, out_shardings or jit_outs, n_out, "out_shardings")
+    outs = _pins(mesh, out_shardings or jit_outs, n_out, "out_shardings", "results")
     compiled = compile_program(fn, *args, mesh=mesh, in_shardings=ins, out_shardings=outs)
     prop, spmd = _reference(fn, args, mesh, ins, outs, chip)
     listed = entries(compiled, code, prop, spmd, chip)

@@ -9,6 +9,7 @@ that called it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 
 from gspmd_viz.explain.frames import Location
@@ -33,8 +34,10 @@ class UserCode:
 
 
 def user_code(fn) -> UserCode:
-    """Where `fn` (or the function a jax.jit wraps) is written."""
+    """Where `fn` (or the function a jax.jit or functools.partial wraps) is written."""
     inner = inspect.unwrap(fn)
+    while isinstance(inner, functools.partial):
+        inner = inspect.unwrap(inner.func)
     code = getattr(inner, "__code__", None)
     if code is None:
         raise TypeError(f"gv.explain needs a Python function, got {type(fn).__name__}")
