@@ -17,7 +17,7 @@ from jax.sharding import PartitionSpec
 
 import gspmd_viz as gv
 from gspmd_viz.core.halo.exchange import SpatialSplit, bytes_sent_per_device, exchange_halo
-from gspmd_viz.core.halo.spatial_program import spatial_program
+from gspmd_viz.strategies.spatial import spatial_program
 
 RNG = np.random.default_rng(0)
 
@@ -66,7 +66,7 @@ def ppermutes_in(jaxpr) -> list[tuple[tuple, tuple]]:
 
 def check_against_unpartitioned(fn, args, mesh_axes, axes):
     mesh = gv.Mesh(mesh_axes)
-    prog = spatial_program(fn, *args, mesh=mesh, axes=axes, filler=np.nan)
+    prog = spatial_program(fn, *args, mesh=mesh, axes=axes)
     expected = fn(*args)
     # f32 sums in another order: errors scale with the output's magnitude (a deep net's
     # outputs reach ~200, where cancellation leaves small entries off by ~1e-4)
@@ -217,17 +217,27 @@ def test_a_conv_net_stays_split_from_layer_to_layer():
     x = _array(2, 3, 37, 29)
     ws = (_array(6, 3, 3, 3), _array(6, 6, 3, 3), _array(4, 6, 5, 5))
     prog = check_against_unpartitioned(conv_net, (x, *ws), {"x": 2, "y": 4}, {2: "x", 3: "y"})
-    sources = {c.source for c in prog.collectives(gv.Mesh({"x": 2, "y": 4}))}
-    assert sources == {"eqn 0 conv_general_dilated", "eqn 2 conv_general_dilated",
-                       "eqn 4 reduce_window_max", "eqn 5 conv_general_dilated"}  # fmt: skip
-    kinds = {c.kind for c in prog.collectives(gv.Mesh({"x": 2, "y": 4}))}
+    sources = {c.source for c in prog.collectives}
+    # equation 0 is the annotation spatial_program writes; then the net's windowed equations
+    assert sources == {"eqn 1 conv_general_dilated", "eqn 3 conv_general_dilated",
+                       "eqn 5 reduce_window_max", "eqn 6 conv_general_dilated"}  # fmt: skip
+    kinds = {c.kind for c in prog.collectives}
     assert kinds == {"collective-permute"}
 
 
-def test_ops_that_would_mix_tiles_are_refused():
+def test_ops_that_mix_tiles_are_partitioned_exactly():
+    """A flip of the split rows moves whole blocks between devices: no halo can serve it, and
+    the partitioner's block moves do (the hand-written driver this replaced refused it)."""
+
     def flips(x, w):
         return lax.rev(lax.conv_general_dilated(x, w, (1, 1), "SAME"), (2,))
 
-    with pytest.raises(ValueError, match="eqn 1 rev: a spatial program runs convolutions"):
-        spatial_program(flips, _array(1, 1, 8, 8), _array(1, 1, 3, 3), mesh=gv.Mesh({"x": 4}),
-                        axes={2: "x"})  # fmt: skip
+    args = (_array(1, 1, 8, 8), _array(1, 1, 3, 3))
+    prog = spatial_program(flips, *args, mesh=gv.Mesh({"x": 4}), axes={2: "x"})
+    np.testing.assert_allclose(prog(), flips(*args), rtol=1e-5, atol=1e-6)
+
+
+def test_an_axis_the_mesh_lacks_is_named():
+    with pytest.raises(ValueError, match=r"axes \['z'\] are not axes of"):
+        spatial_program(conv((1, 1), "SAME"), _array(1, 1, 8, 8), _array(1, 1, 3, 3),
+                        mesh=gv.Mesh({"x": 4}), axes={2: "z"})  # fmt: skip

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from jax import lax
 
 import gspmd_viz as gv
-from gspmd_viz.core.halo.spatial_program import spatial_program
 from gspmd_viz.core.halo.windowed_ops import WINDOWED
 from gspmd_viz.core.spmd.instructions import Halo
+from gspmd_viz.strategies.spatial import spatial_program
 
 RNG = np.random.default_rng(1)
 
@@ -37,7 +37,7 @@ def _xla_bytes(fn, args, mesh: gv.Mesh, spec_in, spec_out) -> tuple[float, list]
 def _ours(fn, args, mesh: gv.Mesh, axes) -> float:
     prog = spatial_program(fn, *args, mesh=mesh, axes=axes)
     np.testing.assert_allclose(prog(), fn(*args), rtol=1e-5, atol=1e-5)
-    return sum(c.wire_bytes for c in prog.collectives(mesh))
+    return sum(c.wire_bytes for c in prog.collectives)
 
 
 def _specs(ndim: int, axes: dict[int, str]):

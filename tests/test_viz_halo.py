@@ -9,7 +9,7 @@ import pytest
 from jax import lax
 
 import gspmd_viz as gv
-from gspmd_viz.core.halo.spatial_program import spatial_program
+from gspmd_viz.strategies.spatial import spatial_program
 from gspmd_viz.viz.halo import draw as halo_draw
 from gspmd_viz.viz.halo.widget import SHARDS, HaloWidget, caption, parse_image, parse_padding
 

@@ -34,8 +34,7 @@ Module order:
   rules.factors rules.families rules.families_pieces rules.gather_scatter rules.registry
   propagation.record propagation.algorithm
   reshard.permute_rounds reshard.steps reshard.planner
-  halo.rounds halo.arithmetic halo.exchange halo.windowed_ops halo.spatial_program
-  halo.block_moves
+  halo.rounds halo.arithmetic halo.exchange halo.windowed_ops halo.block_moves
   spmd.instructions spmd.loops_branches spmd.local_ops spmd.reshard_kernels spmd.local_kernels
   spmd.reduce_combine spmd.checkpoint_barriers spmd.processes spmd.run
   cost.split_cost cost.staged_bytes cost.plan_cost
