@@ -12,7 +12,7 @@ import pytest
 import gspmd_viz.sim as sim
 from gspmd_viz.sim import execute
 
-LOGARITHMIC = ("recursive-doubling", "rabenseifner", "swing")
+LOGARITHMIC = ("recursive-doubling", "rabenseifner", "swing", "swing-halving")
 TOPOLOGIES = [
     sim.torus((2,)),
     sim.torus((8,)),
@@ -75,6 +75,27 @@ def test_textbook_counts_on_one_ring(n):
     hops = sum(step.max_hops for step in sim.simulate(ring, "all-reduce", s, "swing").steps)
     expected = [1, 1, 3, 5, 11][: n.bit_length() - 1]
     assert hops == sum(min(d % n, n - d % n) for d in expected) < n - 1
+
+
+def test_swing_halving_classes_halve_and_ranges_are_contiguous():
+    """The chips a chip still meets form classes that halve at every step, and the block order
+    makes every class one range: each halving send is one transfer of the peer's class."""
+    from gspmd_viz.sim.collectives import swing_halving as sh
+
+    topo = sim.torus((8, 16))
+    for order in ([1, 0], [0, 1]):
+        steps = sh.part_steps(topo, order)
+        assert [s for _, s in steps[: sh.halving_steps(steps)]] == [0, 0, 1, 1]
+        labels = sh.classes(topo, [sh._swing_peers(topo, d, s) for d, s in steps])
+        assert [len(set(lab)) for lab in labels] == [2**k for k in range(len(steps) + 1)]
+    sched = sim.schedule(topo, "all-reduce", "swing-halving")
+    assert all(len(step) == 2 * topo.n_chips for step in sched.steps)  # one transfer per part
+
+
+def test_swing_halving_wins_at_one_mebibyte_on_the_pod():
+    pod = sim.preset("tpu-v3-pod")
+    name, why = sim.choose(pod, "all-reduce", 2**20, "tpu-v3")
+    assert name == "swing-halving" and "next torus-2d-halves" in why
 
 
 def test_small_messages_prefer_logarithmic_and_large_prefer_rings():
