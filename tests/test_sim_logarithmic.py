@@ -83,13 +83,13 @@ def test_swing_halving_classes_halve_and_ranges_are_contiguous():
     from gspmd_viz.sim.collectives import swing_halving as sh
 
     topo = sim.torus((8, 16))
-    for order in ([1, 0], [0, 1]):
-        steps = sh.part_steps(topo, order)
-        assert [s for _, s in steps[: sh.halving_steps(steps)]] == [0, 0, 1, 1]
-        labels = sh.classes(topo, [sh._swing_peers(topo, d, s) for d, s in steps])
+    for order, mirror in [([1, 0], False), ([0, 1], True)]:
+        steps = sh.part_steps(topo, order, mirror)
+        assert [s for _, s, _ in steps[: sh.halving_steps(steps)]] == [0, 0, 1, 1]
+        labels = sh.classes(topo, [sh._swing_peers(topo, d, s, m) for d, s, m in steps])
         assert [len(set(lab)) for lab in labels] == [2**k for k in range(len(steps) + 1)]
     sched = sim.schedule(topo, "all-reduce", "swing-halving")
-    assert all(len(step) == 2 * topo.n_chips for step in sched.steps)  # one transfer per part
+    assert all(len(step) == 4 * topo.n_chips for step in sched.steps)  # one transfer per part
 
 
 def test_swing_halving_wins_at_one_mebibyte_on_the_pod():

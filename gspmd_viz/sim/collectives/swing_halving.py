@@ -2,8 +2,8 @@
 
 ``swing`` (logarithmic.py) swaps the whole buffer in every step. Its first steps cross one hop
 (peers 1 and -1 away in each dim), its last ones up to 11 hops on a dim of 32. Here each part of
-the buffer (one per dim, each walking the dims in its own rotated order, one Swing step of every
-dim in turn) *halves* over the one-hop steps, as Rabenseifner's reduce-scatter does, swaps whole
+the buffer (parts as in ``swing``, each taking one Swing step of every dim in turn) *halves* over
+the one-hop steps, as Rabenseifner's reduce-scatter does, swaps whole
 what is left over the long steps, and gathers back over the one-hop steps: a one-hop step costs
 little latency twice, and every long step then carries 1/16 of the part on a 2-D torus.
 
@@ -18,25 +18,20 @@ from __future__ import annotations
 import numpy as np
 
 from gspmd_viz.sim.collectives.algorithms import Phase, Step
-from gspmd_viz.sim.collectives.logarithmic import (
-    _check,
-    _part_orders,
-    _swing_peers,
-    _swing_routes,
-    swing_distance,
-)
+from gspmd_viz.sim.collectives.logarithmic import _check, _parts, _swing_peers, swing_step_time
 from gspmd_viz.sim.collectives.topology import Topology
 
 
-def part_steps(topo: Topology, order) -> list[tuple[int, int]]:
-    """(dim, Swing step) of one part: step 0 of every dim in `order`, then step 1, ..."""
+def part_steps(topo: Topology, order, mirror=False) -> list[tuple[int, int, bool]]:
+    """(dim, Swing step, mirror) of one part: step 0 of every dim in `order`, then step 1, ..."""
     logs = {d: topo.shape[d].bit_length() - 1 for d in order}
-    return [(d, s) for s in range(max(logs.values(), default=0)) for d in order if s < logs[d]]
+    top = max(logs.values(), default=0)
+    return [(d, s, mirror) for s in range(top) for d in order if s < logs[d]]
 
 
 def halving_steps(steps) -> int:
     """How many leading steps halve: those whose peers are one hop away (Swing steps 0 and 1)."""
-    return sum(1 for _, s in steps if s <= 1)
+    return sum(1 for _, s, _ in steps if s <= 1)
 
 
 def classes(topo: Topology, peers: list[np.ndarray]) -> list[np.ndarray]:
@@ -60,10 +55,10 @@ def _ranges(label, pos):
     return first[label], np.bincount(label)[label]
 
 
-def _part(topo, order, part, n_parts):
+def _part(topo, order, mirror, part):
     """One part's transfers per step: (src, dst, first chunk, count, reduce) arrays."""
-    n, steps = topo.n_chips, part_steps(topo, order)
-    peers = [_swing_peers(topo, d, s) for d, s in steps]
+    n, steps = topo.n_chips, part_steps(topo, order, mirror)
+    peers = [_swing_peers(topo, d, s, m) for d, s, m in steps]
     label = classes(topo, peers)
     pos = np.empty(n, np.int64)
     pos[np.lexsort(label[::-1])] = np.arange(n)  # every class of every step one range
@@ -81,10 +76,10 @@ def _part(topo, order, part, n_parts):
 def swing_halving(topo: Topology, kind: str):
     """All-reduce: per part, halve over the one-hop steps, swap whole, gather back."""
     _check(topo, "swing-halving", need_wrap=True)
-    orders = _part_orders(topo)
-    parts = [_part(topo, o, p, len(orders)) for p, o in enumerate(orders)]
+    layout = _parts(topo)
+    parts = [_part(topo, order, mirror, p) for p, (order, mirror) in enumerate(layout)]
     n_steps = len(parts[0])
-    h = halving_steps(part_steps(topo, orders[0]))
+    h = halving_steps(part_steps(topo, layout[0][0]))
     steps = []
     for k in range(n_steps):
         group = [p[k] for p in parts]
@@ -93,7 +88,7 @@ def swing_halving(topo: Topology, kind: str):
         ]
         phase = 0 if k < h else 1 if k < n_steps - h else 2
         steps.append(Step(phase, cols[0], cols[1], cols[2], cols[3], cols[4].astype(bool), cols[2]))
-    k = len(orders) * topo.n_chips
+    k = len(layout) * topo.n_chips
     phases = [Phase("reduce-scatter by halving over the one-hop steps", k),
               Phase("swap and add what is left over the longer steps", k),
               Phase("all-gather back over the one-hop steps", k)]  # fmt: skip
@@ -102,18 +97,9 @@ def swing_halving(topo: Topology, kind: str):
 
 def swing_halving_time(topo, kind, s, beta, alpha):
     """Per step: longest route, and the busiest link over the parts (each its own message)."""
-    orders = _part_orders(topo)
-    steps = [part_steps(topo, o) for o in orders]
+    steps = [part_steps(topo, order, mirror) for order, mirror in _parts(topo)]
     h, n = halving_steps(steps[0]), len(steps[0])
     timeline = [(k, min(k + 1, h)) for k in range(n)] + [(k, k + 1) for k in reversed(range(h))]
-    total = 0.0
-    for k, halvings in timeline:
-        group = [p[k] for p in steps]
-        message = s / len(orders) / 2**halvings
-        routes = max(
-            sum(_swing_routes(topo.shape[d], st, sign, parity) for d, st in group if d == dim)
-            for dim, _ in group for sign in (1, -1) for parity in (0, 1)
-        )  # fmt: skip
-        hops = max(swing_distance(topo.shape[d], st) for d, st in group)
-        total += hops * alpha + routes * message / beta
-    return total
+    part_bytes = s / len(steps)
+    return sum(swing_step_time(topo, [p[k] for p in steps], part_bytes / 2**halvings, beta, alpha)
+               for k, halvings in timeline)  # fmt: skip
