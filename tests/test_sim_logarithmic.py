@@ -8,6 +8,8 @@ counts (recursive doubling on a line of n wrapped chips: n - 1 hops, n - 1 route
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import gspmd_viz.sim as sim
 from gspmd_viz.sim import execute
@@ -62,6 +64,21 @@ def test_simulator_equals_closed_form(topo, chip):
             cf = sim.closed_form(topo, kind, nbytes, algorithm=name, chip=chip)
             assert tl.time_s == pytest.approx(cf, rel=1e-9), (kind, name)
             assert tl.lower_bound_s <= tl.time_s
+
+
+@given(
+    st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+)
+def test_no_schedule_beats_the_latency_bound(shape, wrap):
+    """Diameter x alpha: every chip needs data from every other chip, so no algorithm of any
+    kind finishes sooner (payload of one byte per chunk, so bytes barely count)."""
+    topo = sim.torus(tuple(shape), tuple(wrap[: len(shape)]))
+    bound = sim.latency_bound(topo)
+    for kind in sim.KINDS:
+        for name in sim.applicable(topo, kind):
+            nbytes = sim.schedule(topo, kind, name).n_chunks
+            assert sim.simulate(topo, kind, nbytes, algorithm=name).time_s >= bound, (kind, name)
 
 
 @pytest.mark.parametrize("n", [4, 8, 16, 32])
