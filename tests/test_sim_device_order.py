@@ -78,3 +78,25 @@ def test_errors():
         d.collective("z")
     with pytest.raises(ValueError, match="ring collective"):
         d.collective("x", kind="all-to-all")
+
+
+def test_timeline_is_what_collective_times_and_its_bound_holds():
+    d = sim.place({"x": 8, "y": 16}, sim.preset("tpu-v5e-8x16"), "naive")
+    tl = d.timeline("x", nbytes=2**20)
+    assert tl.time_s == d.collective("x", nbytes=2**20).time_s
+    assert 0 < tl.lower_bound_s <= tl.time_s
+    assert max(s.max_hops for s in tl.steps) == 7  # the closing edge 7 -> 0 of every column
+
+
+def test_ring_drawing_shows_the_long_closing_edge():
+    from gspmd_viz.viz.device_order import ring_svg
+
+    topo, mesh = sim.preset("tpu-v5e-8x16"), {"x": 8, "y": 16}
+    naive, good = sim.place(mesh, topo, "naive"), sim.place(mesh, topo)
+    svg = ring_svg({"naive": naive, "place": good}, "x")
+    assert svg.startswith("<svg") and svg.count("<circle") == 2 * 8
+    assert svg.count('stroke="#e4002b"') == 1  # only the naive 7 -> 0 edge is longer than 2
+    assert ">7</text>" in svg
+    with pytest.raises(ValueError, match="one line of chips"):
+        v4 = sim.preset("tpu-v4-4x8x8")
+        ring_svg({"place": sim.place({"data": 16, "model": 16}, v4)}, "model")

@@ -8,11 +8,13 @@ counts (recursive doubling on a line of n wrapped chips: n - 1 hops, n - 1 route
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import gspmd_viz.sim as sim
 from gspmd_viz.sim import execute
 
-LOGARITHMIC = ("recursive-doubling", "rabenseifner", "swing")
+LOGARITHMIC = ("recursive-doubling", "rabenseifner", "swing", "swing-halving")
 TOPOLOGIES = [
     sim.torus((2,)),
     sim.torus((8,)),
@@ -64,6 +66,21 @@ def test_simulator_equals_closed_form(topo, chip):
             assert tl.lower_bound_s <= tl.time_s
 
 
+@given(
+    st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+)
+def test_no_schedule_beats_the_latency_bound(shape, wrap):
+    """Diameter x alpha: every chip needs data from every other chip, so no algorithm of any
+    kind finishes sooner (payload of one byte per chunk, so bytes barely count)."""
+    topo = sim.torus(tuple(shape), tuple(wrap[: len(shape)]))
+    bound = sim.latency_bound(topo)
+    for kind in sim.KINDS:
+        for name in sim.applicable(topo, kind):
+            nbytes = sim.schedule(topo, kind, name).n_chunks
+            assert sim.simulate(topo, kind, nbytes, algorithm=name).time_s >= bound, (kind, name)
+
+
 @pytest.mark.parametrize("n", [4, 8, 16, 32])
 def test_textbook_counts_on_one_ring(n):
     """Recursive doubling: distances 1, 2, ..., n/2 sum to n - 1 hops, each a full buffer on
@@ -75,6 +92,27 @@ def test_textbook_counts_on_one_ring(n):
     hops = sum(step.max_hops for step in sim.simulate(ring, "all-reduce", s, "swing").steps)
     expected = [1, 1, 3, 5, 11][: n.bit_length() - 1]
     assert hops == sum(min(d % n, n - d % n) for d in expected) < n - 1
+
+
+def test_swing_halving_classes_halve_and_ranges_are_contiguous():
+    """The chips a chip still meets form classes that halve at every step, and the block order
+    makes every class one range: each halving send is one transfer of the peer's class."""
+    from gspmd_viz.sim.collectives import swing_halving as sh
+
+    topo = sim.torus((8, 16))
+    for order, mirror in [([1, 0], False), ([0, 1], True)]:
+        steps = sh.part_steps(topo, order, mirror)
+        assert [s for _, s, _ in steps[: sh.halving_steps(steps)]] == [0, 0, 1, 1]
+        labels = sh.classes(topo, [sh._swing_peers(topo, d, s, m) for d, s, m in steps])
+        assert [len(set(lab)) for lab in labels] == [2**k for k in range(len(steps) + 1)]
+    sched = sim.schedule(topo, "all-reduce", "swing-halving")
+    assert all(len(step) == 4 * topo.n_chips for step in sched.steps)  # one transfer per part
+
+
+def test_swing_halving_wins_at_one_mebibyte_on_the_pod():
+    pod = sim.preset("tpu-v3-pod")
+    name, why = sim.choose(pod, "all-reduce", 2**20, "tpu-v3")
+    assert name == "swing-halving" and "next torus-2d-halves" in why
 
 
 def test_small_messages_prefer_logarithmic_and_large_prefer_rings():

@@ -58,8 +58,9 @@ def test_reduce_scatter_and_all_gather_match_psum():
         )
 
 
-def test_all_to_all_matches_jax():
-    sched = sim.schedule(sim.preset("2x4"), "all-to-all", "direct")
+@pytest.mark.parametrize("name", ["direct", "bruck"])
+def test_all_to_all_matches_jax(name):
+    sched = sim.schedule(sim.preset("2x4"), "all-to-all", name)
     x = _data(sched, seed=2)
     assert np.array_equal(
         replay.run_on_devices(sched, x, DEVICES), replay.all_to_all_on_devices(x, DEVICES)

@@ -116,8 +116,8 @@ BAD_SIZES = {
     "4x-4": "write sizes like",
     "0x4": "positive",
     "4x4x4x4": "1, 2 or 3 dims",
-    "99999x2": "up to 4096",
-    "128x64": "up to 4096",
+    "99999x2": "up to 9216",
+    "128x128": "up to 9216",
 }
 BAD_PAYLOADS = ["", "-3", "abc", "__import__('os')", "0", "0.5", "1.5 PiB", "1e6", "1 MB"]
 
@@ -167,13 +167,26 @@ def test_an_unexpected_error_is_shown_and_the_widget_keeps_working(w, monkeypatc
 
 
 def test_big_pods_draw_heatmaps_under_500_kB(w):
-    for name in ("tpu-v3-pod", "tpu-v3-multipod"):
+    for name in ("tpu-v3-pod", "tpu-v3-multipod", "tpu-v4-4096", "tpu7x-9216"):
         w.preset.value = name
+        assert w.message.value == "" and w.chip.value == sim.chip_of(sim.preset(name))
         w.slider.value = 5
         assert any(isinstance(t, go.Heatmap) for t in w.figure.data)
         assert len(json.dumps(w.plot.figure)) < 500_000
     w.preset.value = "4x4"
     assert not any(isinstance(t, go.Heatmap) for t in w.figure.data)
+
+
+def test_todays_slices_follow_their_rules(w):
+    w.preset.value = "tpu-v5e-8x16"  # the axis of 8 has no wraparound on a v5e sub-slice
+    assert w.wrap.value == (False, True) and w.chip.value == "tpu-v5e"
+    assert "swing" not in w.algorithm.options  # Swing needs a torus
+    w.preset.value = "tpu-v5e-256"
+    assert "swing" in w.algorithm.options
+    w.algorithm.value = "swing"
+    _agrees(w)
+    w.preset.value = "tpu7x-9216"  # 9,216 chips: 1 MiB has no equal chunks, so pad is set
+    assert w.pad.value and w.frames.tl.topo.n_chips == 9216
 
 
 def test_static_figure_for_readers_without_a_kernel(w):

@@ -89,3 +89,22 @@ def test_a_placed_2d_group_times_like_the_link_level_simulation_of_its_sub_torus
     assert sub.shape == (2, 4) and sub.wrap == (False, True)
     sim = gv.sim.simulate(sub, "all-reduce", 2**16, algorithm="torus-2d").time_s
     assert pl.collective_seconds("all-reduce", 2**16, sub) == pytest.approx(sim, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "name", ["tpu-v5e-8x16", "tpu-v6e-256", "tpu-v5p-4x4x8", "tpu-v4-4096", "tpu7x-9216"]
+)
+def test_the_pod_model_runs_on_todays_slices(name):
+    """A 2-D layout's all-reduce over x on the slice's own chip and links: the closed form of the
+    placed group equals the link-level simulation of its sub-torus; compute uses that chip."""
+    topo = gv.sim.preset(name)
+    chip = gv.sim.chip(gv.sim.chip_of(topo))
+    lay = st.Layout("2d", data=topo.n_chips // 8, model=8)
+    rows = [("all-reduce", ("x",), 2**20, False, ())]
+    t = st.step_time(SMALL, lay, lay.data, rows, topo)
+    sub = pl.sub_torus(pl.place({"x": lay.data, "y": 8, "stage": 1}, topo), ("x",), topo)
+    linked = gv.sim.simulate(sub, "all-reduce", 2**20, chip=chip, pad=True).time_s
+    assert t["communication"] == pytest.approx(linked, rel=1e-3)
+    tokens = lay.data * SMALL.seq
+    flops = tokens * SMALL.flops_per_token() / lay.devices
+    assert t["compute"] == pytest.approx(flops / (chip.peak_bf16_flops * 0.8))

@@ -26,7 +26,7 @@ from gspmd_viz.sim.collectives import (
 )
 from gspmd_viz.sim.collectives.algorithms import Schedule
 from gspmd_viz.sim.collectives.chips import CHIPS, Chip, chip
-from gspmd_viz.sim.collectives.cost import collective_time, lower_bound
+from gspmd_viz.sim.collectives.cost import collective_time, latency_bound, lower_bound
 from gspmd_viz.sim.collectives.device_order import DeviceOrder, place
 from gspmd_viz.sim.collectives.presets import GENERATIONS, chip_of
 from gspmd_viz.sim.collectives.presets import preset as preset
@@ -74,6 +74,7 @@ __all__ = [
     "device_order",
     "execute",
     "collective_time",
+    "latency_bound",
     "logarithmic",
     "lower_bound",
     "pipeline",

@@ -177,6 +177,16 @@ def lower_bound(
     return best
 
 
+def latency_bound(topo: Topology, chip: str | Chip = "tpu-v3") -> float:
+    """Latency lower bound (seconds; bytes ignored) of any collective we simulate on `topo`.
+
+    Every chip needs data from every other chip (an all-reduce's sum, a gather's pieces, an
+    all-to-all's chunk), and a step lasts at least its longest route's hops x alpha, so the steps
+    along the farthest pair's chain add up to at least the diameter in hops.
+    """
+    return _diameter(topo) * get_chip(chip).hop_latency_s
+
+
 def scaling_book_time(
     kind: str, nbytes: float, axis_size: int, chip: str | Chip = "tpu-v3"
 ) -> float:

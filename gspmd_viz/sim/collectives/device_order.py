@@ -29,7 +29,7 @@ from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.presets import chip_of
 from gspmd_viz.sim.collectives.rings import ring_order
-from gspmd_viz.sim.collectives.simulate import time_steps
+from gspmd_viz.sim.collectives.simulate import Timeline, run_schedule
 from gspmd_viz.sim.collectives.topology import Topology
 
 HOWS = ("good", "naive")
@@ -64,21 +64,33 @@ class DeviceOrder:
         i = list(self.mesh).index(axis)
         return np.moveaxis(self.order, i, -1).reshape(-1, self.mesh[axis])
 
-    def collective(self, axis: str, kind: str = "all-reduce", nbytes: float = 2**20,
-                   chip: str | Chip | None = None) -> AxisCollective:  # fmt: skip
-        """Bidirectional ring `kind` of `nbytes` per chip over `axis`, every group at once."""
+    def timeline(self, axis: str, kind: str = "all-reduce", nbytes: int = 2**20,
+                 chip: str | Chip | None = None) -> Timeline:  # fmt: skip
+        """Bidirectional ring `kind` of `nbytes` per chip over `axis`, every group at once, as a
+        Timeline the torus figures draw. Its bound: one group's chips must each take in
+        (n-1)/n of the payload (twice for all-reduce) through their links on the slice."""
         if kind not in ("all-reduce", "reduce-scatter", "all-gather"):
             raise ValueError(f"kind must be a ring collective, got {kind!r}")
-        groups = self.groups(axis)
+        groups, spec = self.groups(axis), get_chip(chip or chip_of(self.topo))
         k, phases, steps = ring_schedule(self.topo, kind, groups, bidirectional=True)
         sched = Schedule(kind, "bidirectional-ring", self.topo, k, phases, steps)
-        records = time_steps(sched, nbytes / k, get_chip(chip or chip_of(self.topo)))
+        tl = run_schedule(sched, nbytes, nbytes / k, spec)
+        n, links = groups.shape[1], self.topo.link_exists.reshape(self.topo.n_chips, -1).sum(1)
+        rounds = 2 if kind == "all-reduce" else 1
+        bound = rounds * (n - 1) / n * nbytes / (links.max() * spec.ici_link_bandwidth_Bps)
+        return dataclasses.replace(tl, lower_bound_s=bound)
+
+    def collective(self, axis: str, kind: str = "all-reduce", nbytes: int = 2**20,
+                   chip: str | Chip | None = None) -> AxisCollective:  # fmt: skip
+        """The time, busiest link and longest ring edge of ``timeline(axis, ...)``."""
+        tl = self.timeline(axis, kind, nbytes, chip)
+        groups = self.groups(axis)
         edges = self.topo.distance(groups, np.roll(groups, -1, axis=1))
         load = np.zeros(self.topo.n_link_slots)
-        for r in records:
+        for r in tl.steps:
             np.add.at(load, r.links, r.link_bytes)
-        return AxisCollective(axis, kind, nbytes, sum(r.time_s for r in records),
-                              float(load.max(initial=0.0)), int(edges.max(initial=0)))  # fmt: skip
+        return AxisCollective(axis, kind, nbytes, tl.time_s, float(load.max(initial=0.0)),
+                              int(edges.max(initial=0)))  # fmt: skip
 
 
 def place(mesh: dict, topo: Topology, how: str = "good") -> DeviceOrder:

@@ -12,9 +12,10 @@ one dim only: routes stay in their line, and lines never share a link.
   rho_s = (1 - (-2)^(s+1)) / 3 = 1, -1, 3, -5, 11 ...: an even coordinate adds rho_s, an odd one
   subtracts it (mod n). On a wrapped dim the distances are 1, 1, 3, 5, 11 (not 1, 2, 4, 8, 16),
   and even chips go one way round while odd ones go the other, so a link carries ceil(d/2)
-  routes, not d. Needs wraparound (or a dim of 2). On a 2- or 3-D torus the buffer is cut into
-  one part per dim, each part walking the dims in its own rotated order, so every step keeps
-  every dim's links busy (the paper's multi-dimensional version).
+  routes, not d. Needs wraparound (or a dim of 2). The buffer is cut into parts: one per dim,
+  each walking the dims in its own rotated order so every step keeps every dim's links busy
+  (the paper's multi-dimensional version), and each of those mirrored (evens subtract), so a
+  one-hop step, whose evens use only the links leaving even chips, has the mirror use the rest.
 - ``bruck`` all-to-all [Bruck et al. 1997, radix 2]: step b sends the half of the buffer whose
   offset to its destination has bit b set, 2^b chips on. The item from s to t = s + low + high
   (low: the part of the offset already travelled) sits at chunk s + high, so it starts at chunk
@@ -71,9 +72,11 @@ def _xor_peers(topo, d, b):
     return _peers(topo, d, np.where((topo.coords[:, d] >> b) & 1, -(1 << b), 1 << b))
 
 
-def _swing_peers(topo, d, s):
+def _swing_peers(topo, d, s, mirror=False):
+    """Swing's peers in dim d at step s; `mirror`: the reflected pattern (evens subtract)."""
+    rho = -swing_rho(s) if mirror else swing_rho(s)
     even = topo.coords[:, d] % 2 == 0
-    return _peers(topo, d, np.where(even, swing_rho(s), -swing_rho(s)))
+    return _peers(topo, d, np.where(even, rho, -rho))
 
 
 # ----- schedule builders: (topo, kind) -> (chunks per chip, phases, steps) ----------------
@@ -92,30 +95,31 @@ def recursive_doubling(topo: Topology, kind: str):
                           "swap and add with partners 1, 2, 4, ... away")  # fmt: skip
 
 
-def _part_orders(topo):
-    """Swing's torus version: one part of the buffer per active dim, each part walking the dims
-    in its own rotated order (part p starts at dim p), so a step keeps every dim's links busy."""
+def _parts(topo):
+    """Swing's torus version: the buffer in parts, each walking the dims in its own rotated order
+    (a step keeps every dim busy), each order also mirrored: where evens send one way round the
+    mirror's evens send the other, so a one-hop step uses every link, not half of them."""
     dims = [d for d in reversed(range(topo.ndim)) if topo.shape[d] > 1] or [0]
-    return [dims[p:] + dims[:p] for p in range(len(dims))]
+    return [(dims[p:] + dims[:p], mirror) for p in range(len(dims)) for mirror in (False, True)]
 
 
-def _swing_steps(topo, order):
-    return [(d, s) for d in order for s in range(topo.shape[d].bit_length() - 1)]
+def _swing_steps(topo, order, mirror):
+    return [(d, s, mirror) for d in order for s in range(topo.shape[d].bit_length() - 1)]
 
 
 def swing(topo: Topology, kind: str):
     """All-reduce: recursive doubling with Swing's peers, one part of the buffer per dim order."""
     _check(topo, "swing", need_wrap=True)
     chips = np.arange(topo.n_chips)
-    parts = [_swing_steps(topo, order) for order in _part_orders(topo)]
+    parts = [_swing_steps(topo, order, mirror) for order, mirror in _parts(topo)]
     steps = []
     for group in zip(*parts, strict=True):  # every part takes the same number of steps
-        peers = [_swing_peers(topo, d, s) for d, s in group]
+        peers = [_swing_peers(topo, d, s, mirror) for d, s, mirror in group]
         chunk = np.repeat(np.arange(len(group)), len(chips))
         one = np.ones(len(chunk), np.int64)
         src = np.tile(chips, len(group))
         steps.append(Step(0, src, np.concatenate(peers), chunk, one, one == 1, chunk))
-    title = "swap and add with Swing's peers 1, -1, 3, -5, ... away, one part per dim order"
+    title = "swap and add with Swing's peers 1, -1, 3, -5, ... away, parts in every dim order"
     return len(parts), [Phase(title, len(parts))], steps
 
 
@@ -168,31 +172,35 @@ def swing_distance(n: int, s: int) -> int:
     return min(r, n - r)
 
 
-def _swing_routes(n: int, s: int, sign: int, parity: int) -> int:
+def _swing_routes(n: int, s: int, sign: int, parity: int, mirror: bool = False) -> int:
     """Routes of one Swing step crossing a link of direction `sign` leaving a chip of `parity`.
 
     A link is crossed by the routes that start in the d positions behind it (d odd); evens make
     (d + 1) / 2 of those when the link leaves an even chip, (d - 1) / 2 otherwise; odds the
-    reverse. Evens move one way round (the way rho_s points), odds the other.
+    reverse. Evens move one way round (the way rho_s points, or the other way when mirrored;
+    on a dim of 2 the one cable decides), odds the other.
     """
     d = swing_distance(n, s)
-    evens_sign = 1 if swing_rho(s) % n <= n // 2 else -1
+    evens_sign = 1 if (-swing_rho(s) if mirror else swing_rho(s)) % n <= n // 2 else -1
     movers = 0 if sign == evens_sign else 1  # parity of the chips moving in `sign` direction
     return (d + 1) // 2 if parity == movers else (d - 1) // 2
 
 
 def swing_time(topo, kind, s, beta, alpha):
     """Per step: the longest route of any part, and the busiest link over the parts sharing it."""
-    parts = [_swing_steps(topo, order) for order in _part_orders(topo)]
-    total = 0.0
-    for group in zip(*parts, strict=True):
-        routes = max(
-            sum(_swing_routes(topo.shape[d], step, sign, parity) for d, step in group if d == dim)
-            for dim, _ in group for sign in (1, -1) for parity in (0, 1)
-        )  # fmt: skip
-        hops = max(swing_distance(topo.shape[d], step) for d, step in group)
-        total += hops * alpha + routes * s / len(parts) / beta
-    return total
+    parts = [_swing_steps(topo, order, mirror) for order, mirror in _parts(topo)]
+    return sum(swing_step_time(topo, group, s / len(parts), beta, alpha)
+               for group in zip(*parts, strict=True))  # fmt: skip
+
+
+def swing_step_time(topo, group, message, beta, alpha):
+    """One step of parts (dim, Swing step, mirror), each sending `message` bytes per chip."""
+    routes = max(
+        sum(_swing_routes(topo.shape[d], st, sign, parity, m) for d, st, m in group if d == dim)
+        for dim, _, _ in group for sign in (1, -1) for parity in (0, 1)
+    )  # fmt: skip
+    hops = max(swing_distance(topo.shape[d], st) for d, st, _ in group)
+    return hops * alpha + routes * message / beta
 
 
 def rabenseifner_time(topo, kind, s, beta, alpha):

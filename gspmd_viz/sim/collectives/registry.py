@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from gspmd_viz.sim.collectives import algorithms as build
-from gspmd_viz.sim.collectives import cost
+from gspmd_viz.sim.collectives import cost, swing_halving
 from gspmd_viz.sim.collectives import logarithmic as log
 from gspmd_viz.sim.collectives.algorithms import Schedule
 from gspmd_viz.sim.collectives.chips import Chip
@@ -81,6 +81,10 @@ _ENTRIES = [
     Algorithm("swing", ("all-reduce",), ANY_RANK, log.swing, log.swing_time,
               lambda n: n * max(n.bit_length(), 1),
               "recursive doubling with Swing's short-hop peers 1, -1, 3, -5, 11, ... (torus)",
+              partial(log.unfit, need_wrap=True)),
+    Algorithm("swing-halving", ("all-reduce",), ANY_RANK, swing_halving.swing_halving,
+              swing_halving.swing_halving_time, lambda n: 3 * n * max(n.bit_length(), 1),
+              "Swing, halving the buffer over its one-hop steps and swapping the rest whole",
               partial(log.unfit, need_wrap=True)),
     Algorithm("bruck", ("all-to-all",), ANY_RANK, log.bruck, log.bruck_time,
               lambda n: n * n // 2 * max(n.bit_length(), 1),

@@ -19,6 +19,7 @@ import math
 
 from gspmd_viz.sim.collectives import placement as pl
 from gspmd_viz.sim.collectives.chips import chip as get_chip
+from gspmd_viz.sim.collectives.presets import chip_of
 
 STRATEGIES = ("dp", "dp+wus", "2d", "pipeline")
 
@@ -154,9 +155,11 @@ def _size(mesh: dict, axes) -> int:
     return math.prod(mesh[a] for a in axes)
 
 
-def step_time(cfg, lay, batch, rows, topo, chip="tpu-v3", efficiency=0.8, prec=Precision()):
-    """Seconds per step split into compute, update, communication and bubble, plus MFU."""
-    spec = get_chip(chip)
+def step_time(cfg, lay, batch, rows, topo, chip=None, efficiency=0.8, prec=Precision()):
+    """Seconds per step split into compute, update, communication and bubble, plus MFU.
+
+    `topo` may be any preset (today's slices too); `chip` defaults to the one it names."""
+    spec = get_chip(chip or chip_of(topo))
     tokens = batch * cfg.seq
     compute = (
         tokens * cfg.flops_per_token(lay.remat) / lay.devices / (spec.peak_bf16_flops * efficiency)

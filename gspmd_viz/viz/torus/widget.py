@@ -28,7 +28,11 @@ from gspmd_viz.viz.torus.links import LINK_VIEW_CHIPS, link_figure, svg
 __all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_shape", "positions", "svg"]
 CUSTOM = "custom"
 PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4x4": "tpu-v4"}
-MAX_CHIPS = 4096  # the multipod; sim.simulate takes bigger tori in code
+# slices of today's pods the dropdown offers (their chip follows from the name: sim.chip_of)
+TODAY = ("tpu-v5e-8x16", "tpu-v5e-256", "tpu-v6e-256", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8",
+         "tpu-v4-4096", "tpu7x-9216")  # fmt: skip
+PRESETS = (*sim.PRESETS, *TODAY)
+MAX_CHIPS = 9216  # Ironwood's pod; big tori are drawn as per-dim heatmaps
 A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
 
 
@@ -39,6 +43,11 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
     if fr.tl.topo.n_chips <= LINK_VIEW_CHIPS:
         return link_figure(fr, step)
     return heatmap_figure(fr, step)
+
+
+def preset_chip(name: str) -> str | None:
+    """The chip a preset implies (None for the toy tori, which keep the chosen one)."""
+    return PRESET_CHIPS.get(name) or (sim.chip_of(sim.preset(name)) if name in TODAY else None)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -88,7 +97,7 @@ class TorusWidget(widgets.VBox):
 
     def _make_controls(self, preset, payload, chip):
         self.preset = widgets.Dropdown(
-            options=[*sim.PRESETS, CUSTOM], value=preset, description="topology"
+            options=[*PRESETS, CUSTOM], value=preset, description="topology"
         )
         self.size = widgets.Text(description="size", placeholder="4x4", continuous_update=False)
         self.wrap = widgets.Dropdown(options=wrap_options(2), description="wraparound")
@@ -152,11 +161,13 @@ class TorusWidget(widgets.VBox):
     # ----- keeping controls and display in agreement --------------------------------------------
     def _fill_preset(self):
         """Size, wraparound and (for real TPU pods) the chip of the chosen preset."""
-        shape, wrap, _ = sim.PRESETS[self.preset.value]
-        self.size.value = "x".join(map(str, shape))
-        self.wrap.options = wrap_options(len(shape))
-        self.wrap.value = tuple(wrap)
-        self.chip.value = PRESET_CHIPS.get(self.preset.value, self.chip.value)
+        topo = sim.preset(self.preset.value)
+        self.size.value = "x".join(map(str, topo.shape))
+        self.wrap.options = wrap_options(topo.ndim)
+        self.wrap.value = topo.wrap
+        self.chip.value = preset_chip(self.preset.value) or self.chip.value
+        if topo.n_chips & (topo.n_chips - 1):  # e.g. 9,216 chips: 1 MiB has no equal chunks
+            self.pad.value = True
 
     def _sync_controls(self, topo: sim.Topology):
         """Preset label, wraparound choices and algorithm list follow the topology drawn."""
@@ -174,9 +185,9 @@ class TorusWidget(widgets.VBox):
             self._rank = topo.ndim
 
     def _matching_preset(self, topo: sim.Topology) -> str:
-        for name in sim.PRESETS:
+        for name in PRESETS:
             p = sim.preset(name)
-            chip_ok = PRESET_CHIPS.get(name, self.chip.value) == self.chip.value
+            chip_ok = (preset_chip(name) or self.chip.value) == self.chip.value
             if (p.shape, p.wrap) == (topo.shape, topo.wrap) and chip_ok:
                 return name
         return CUSTOM
@@ -200,8 +211,8 @@ class TorusWidget(widgets.VBox):
             )
         if topo.n_chips > MAX_CHIPS:
             raise ValueError(
-                f"{topo.n_chips} chips: the widget draws up to {MAX_CHIPS} (the "
-                "multipod); call gv.sim.simulate in code for bigger tori"
+                f"{topo.n_chips} chips: the widget draws up to {MAX_CHIPS} (Ironwood's "
+                "pod); call gv.sim.simulate in code for bigger tori"
             )
         if self.kind.value == "all-to-all" and topo.n_chips > A2A_MAX_CHIPS:
             raise ValueError(
