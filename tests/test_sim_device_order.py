@@ -89,7 +89,7 @@ def test_timeline_is_what_collective_times_and_its_bound_holds():
 
 
 def test_ring_drawing_shows_the_long_closing_edge():
-    from gspmd_viz.viz.device_order import ring_svg
+    from gspmd_viz.viz.torus.device_order import ring_svg
 
     topo, mesh = sim.preset("tpu-v5e-8x16"), {"x": 8, "y": 16}
     naive, good = sim.place(mesh, topo, "naive"), sim.place(mesh, topo)
