@@ -7,7 +7,7 @@ ordinary annotated program the partitioner pipelines, in ``gspmd_viz.strategies.
 
 from gspmd_viz.sim.pipelines.pipeline import (
     SCHEDULES,
-    Schedule,
+    PipelineSchedule,
     bubble_fraction,
     makespan,
     schedule,
@@ -21,7 +21,7 @@ __all__ = [
     "SCHEDULES",
     "Placement",
     "PipelineTimeline",
-    "Schedule",
+    "PipelineSchedule",
     "ScheduleDeadlock",
     "bubble_fraction",
     "gspmd_iterations",

@@ -13,7 +13,7 @@ import gspmd_viz as gv
 from gspmd_viz.core.sharding.sharding import short_dtype
 from gspmd_viz.viz.arrays import editor as editor_module
 from gspmd_viz.viz.arrays.editor import DTYPES, ShardingEditor, axis_options
-from gspmd_viz.viz.arrays.notation import parse_mesh, parse_shape
+from gspmd_viz.viz.arrays.notation import parse_mesh, parse_tensor_shape
 
 
 def _mesh_text(mesh: gv.Mesh) -> str:
@@ -108,14 +108,14 @@ def test_axis_options_list_ordered_axis_tuples():
 def test_parsers():
     assert parse_mesh("x=2, y=4") == gv.Mesh({"x": 2, "y": 4})
     assert parse_mesh("{data: 4 model: 2}") == gv.Mesh({"data": 4, "model": 2})
-    assert parse_shape("(7, 6)") == (7, 6) and parse_shape("5,") == (5,)
+    assert parse_tensor_shape("(7, 6)") == (7, 6) and parse_tensor_shape("5,") == (5,)
 
 
 def _consistent(e: ShardingEditor) -> None:
     """Controls and display agree: every view shows the sharding the controls select."""
     spec = tuple(dd.value for dd in e.dims)
     assert e.sharding == gv.Sharding(parse_mesh(e.mesh_text.value), spec)
-    assert e.shape == parse_shape(e.shape_text.value)
+    assert e.shape == parse_tensor_shape(e.shape_text.value)
     ndim = len(e.shape)
     assert e.hlo_text.value == e.sharding.to_hlo(ndim)
     assert e.figure.layout.title.text == e.sharding.describe(e.shape, e.dtype.value) + (

@@ -17,7 +17,7 @@ from gspmd_viz.viz.torus import widget as torus
 def _agrees(w: torus.TorusWidget):
     """The controls describe the recorded timeline and the figure shows it."""
     tl = w.frames.tl
-    shape = torus.parse_shape(w.size.value)
+    shape = torus.parse_torus_shape(w.size.value)
     assert tl.topo.shape == shape
     assert tl.topo.wrap == sim.torus(shape, w.wrap.value).wrap
     assert (tl.kind, tl.algorithm, tl.chip.name) == (w.kind.value, w.algorithm.value, w.chip.value)
@@ -72,7 +72,7 @@ def test_every_wrap_choice_of_every_rank(w):
     w.pad.value = True  # 1 MiB does not split into 3x5's chunks
     for size in ("16", "3x5", "3x4x2"):
         w.size.value = size
-        for _, wrap in torus.wrap_options(len(torus.parse_shape(size))):
+        for _, wrap in torus.wrap_options(len(torus.parse_torus_shape(size))):
             w.wrap.value = wrap
             _agrees(w)
 

@@ -110,9 +110,9 @@ def test_heatmap_cells_are_the_busier_of_each_chips_two_links():
 
 
 def test_parse_helpers():
-    assert torus.parse_shape("4x4x2") == (4, 4, 2)
+    assert torus.parse_torus_shape("4x4x2") == (4, 4, 2)
     with pytest.raises(ValueError):
-        torus.parse_shape("four by four")
+        torus.parse_torus_shape("four by four")
 
 
 def test_time_vs_payload_curves_follow_the_closed_forms():

@@ -24,7 +24,7 @@ from gspmd_viz.sim.collectives import (
     rings,
     topology,
 )
-from gspmd_viz.sim.collectives.algorithms import Schedule
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule
 from gspmd_viz.sim.collectives.chips import CHIPS, Chip, chip
 from gspmd_viz.sim.collectives.cost import collective_time, latency_bound, lower_bound
 from gspmd_viz.sim.collectives.device_order import DeviceOrder, place
@@ -58,7 +58,7 @@ __all__ = [
     "PRESETS",
     "Chip",
     "DeviceOrder",
-    "Schedule",
+    "CollectiveSchedule",
     "Timeline",
     "Topology",
     "algorithms",

@@ -46,7 +46,7 @@ class Step:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Schedule:
+class CollectiveSchedule:
     kind: str
     algorithm: str
     topo: Topology
@@ -56,8 +56,9 @@ class Schedule:
 
     def __repr__(self):
         n_tr = sum(len(s) for s in self.steps)
+        shape = "x".join(map(str, self.topo.shape))
         return (
-            f"Schedule({self.kind} {self.algorithm} on {'x'.join(map(str, self.topo.shape))}: "
+            f"CollectiveSchedule({self.kind} {self.algorithm} on {shape}: "
             f"{len(self.phases)} phases, {len(self.steps)} steps, {n_tr} transfers, "
             f"{self.n_chunks} chunks/chip)"
         )

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from gspmd_viz.sim.collectives import placement
-from gspmd_viz.sim.collectives.algorithms import Schedule, ring_schedule
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, ring_schedule
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.presets import chip_of
@@ -73,7 +73,7 @@ class DeviceOrder:
             raise ValueError(f"kind must be a ring collective, got {kind!r}")
         groups, spec = self.groups(axis), get_chip(chip or chip_of(self.topo))
         k, phases, steps = ring_schedule(self.topo, kind, groups, bidirectional=True)
-        sched = Schedule(kind, "bidirectional-ring", self.topo, k, phases, steps)
+        sched = CollectiveSchedule(kind, "bidirectional-ring", self.topo, k, phases, steps)
         tl = run_schedule(sched, nbytes, nbytes / k, spec)
         n, links = groups.shape[1], self.topo.link_exists.reshape(self.topo.n_chips, -1).sum(1)
         rounds = 2 if kind == "all-reduce" else 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, Step
 
 
 def expand(step: Step):
@@ -20,7 +20,7 @@ def expand(step: Step):
     return rep, step.chunk[rep] + offs, step.dst_chunk[rep] + offs
 
 
-def run(schedule: Schedule, state: np.ndarray, combine: str = "add") -> np.ndarray:
+def run(schedule: CollectiveSchedule, state: np.ndarray, combine: str = "add") -> np.ndarray:
     """Apply every step to ``state`` [n_chips, n_chunks, ...]; returns the new state.
 
     combine="add": a reducing transfer adds. combine="or": buffers hold bit sets (uint8 words of
@@ -56,7 +56,7 @@ def _or_disjoint(state, d, c, v, step_index):
         raise AssertionError(f"step {step_index}: a contribution would be counted twice")
 
 
-def initial_contributions(schedule: Schedule) -> np.ndarray:
+def initial_contributions(schedule: CollectiveSchedule) -> np.ndarray:
     """Bit sets [n_chips, n_chunks, ceil(n_chips/8)]: every chip holds only its own data."""
     n, k = schedule.topo.n_chips, schedule.n_chunks
     own = np.zeros((n, k, n), bool)
@@ -64,21 +64,21 @@ def initial_contributions(schedule: Schedule) -> np.ndarray:
     return np.packbits(own, axis=-1)
 
 
-def full_sum_everywhere(schedule: Schedule) -> bool:
+def full_sum_everywhere(schedule: CollectiveSchedule) -> bool:
     """True when, after an all-reduce schedule, every chip holds every chip's data exactly once."""
     final = run(schedule, initial_contributions(schedule), combine="or")
     bits = np.unpackbits(final, axis=-1, count=schedule.topo.n_chips).astype(bool)
     return bool(bits.all())
 
 
-def contributions(schedule: Schedule, state=None) -> np.ndarray:
+def contributions(schedule: CollectiveSchedule, state=None) -> np.ndarray:
     """Final contribution sets as bool [n_chips, n_chunks, n_chips] (small tori only)."""
     state = initial_contributions(schedule) if state is None else state
     final = run(schedule, state, combine="or")
     return np.unpackbits(final, axis=-1, count=schedule.topo.n_chips).astype(bool)
 
 
-def reduce_scatter_owners(schedule: Schedule) -> np.ndarray:
+def reduce_scatter_owners(schedule: CollectiveSchedule) -> np.ndarray:
     """[n_chunks] the chip holding the full sum of each chunk after a reduce-scatter schedule.
 
     Raises if a chunk ends fully reduced on no chip or on more than one.
@@ -91,7 +91,7 @@ def reduce_scatter_owners(schedule: Schedule) -> np.ndarray:
     return np.argmax(full, axis=0)
 
 
-def gather_start(schedule: Schedule, owners: np.ndarray) -> np.ndarray:
+def gather_start(schedule: CollectiveSchedule, owners: np.ndarray) -> np.ndarray:
     """Bit sets where chip owners[c] holds chunk c (its own data) and nothing else is known."""
     n, k = schedule.topo.n_chips, schedule.n_chunks
     bits = np.zeros((n, k, n), bool)

@@ -15,7 +15,7 @@ from functools import partial
 from gspmd_viz.sim.collectives import algorithms as build
 from gspmd_viz.sim.collectives import cost, swing_halving
 from gspmd_viz.sim.collectives import logarithmic as log
-from gspmd_viz.sim.collectives.algorithms import Schedule
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.presets import chip_of
@@ -164,7 +164,9 @@ def default_algorithm(topo: Topology, kind: str) -> str:
     return preferred if preferred in names else names[0]
 
 
-def schedule(topo: Topology, kind: str = "all-reduce", algorithm: str = "torus-2d") -> Schedule:
+def schedule(
+    topo: Topology, kind: str = "all-reduce", algorithm: str = "torus-2d"
+) -> CollectiveSchedule:
     """Build the schedule (steps of transfers) of `algorithm` for collective `kind` on `topo`."""
     entry = lookup(algorithm, kind, topo)
     work = entry.transfers(topo.n_chips)
@@ -174,7 +176,7 @@ def schedule(topo: Topology, kind: str = "all-reduce", algorithm: str = "torus-2
             f"at most {MAX_TRANSFERS:,} (try a smaller topology or a torus algorithm)"
         )
     k, phases, steps = entry.build(topo, kind)
-    return Schedule(kind, algorithm, topo, k, phases, steps)
+    return CollectiveSchedule(kind, algorithm, topo, k, phases, steps)
 
 
 def closed_form(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, Step
 
 AXIS = "chips"
 
@@ -81,7 +81,7 @@ def _mesh(devices, n: int):
     return Mesh(np.array(devices[:n]), (AXIS,))
 
 
-def run_on_devices(schedule: Schedule, x: np.ndarray, devices) -> np.ndarray:
+def run_on_devices(schedule: CollectiveSchedule, x: np.ndarray, devices) -> np.ndarray:
     """Execute `schedule` on jax `devices`. x: [n_chips, n_chunks, L] -> same shape, per chip."""
     import jax
     from jax.sharding import PartitionSpec

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from gspmd_viz.sim.collectives import cost
-from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, Step
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.presets import chip_of
@@ -86,7 +86,7 @@ class Timeline:
     chip: Chip
     nbytes: int
     chunk_bytes: float
-    schedule: Schedule
+    schedule: CollectiveSchedule
     steps: list[StepRecord]
     phases: list[PhaseRecord]
     time_s: float
@@ -164,7 +164,9 @@ def simulate(
     return dataclasses.replace(run_schedule(sched, nbytes, chunk_bytes, spec), why=why)
 
 
-def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -> Timeline:
+def run_schedule(
+    sched: CollectiveSchedule, nbytes: int, chunk_bytes: float, spec: Chip
+) -> Timeline:
     records = time_steps(sched, chunk_bytes, spec)
     t = records[-1].start_s + records[-1].time_s if records else 0.0
     phases = phase_records(sched, records, chunk_bytes)
@@ -173,7 +175,7 @@ def run_schedule(sched: Schedule, nbytes: int, chunk_bytes: float, spec: Chip) -
                     records, phases, t, lb)  # fmt: skip
 
 
-def time_steps(sched: Schedule, chunk_bytes: float, spec: Chip) -> list[StepRecord]:
+def time_steps(sched: CollectiveSchedule, chunk_bytes: float, spec: Chip) -> list[StepRecord]:
     """Route every step of `sched` on its topology and time it by its busiest link."""
     beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
     records, t = [], 0.0

@@ -49,7 +49,7 @@ class Action:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Schedule:
+class PipelineSchedule:
     """Per-stage action orders of one pipeline schedule, plus the lockstep tick table.
 
     Arrays (one entry per action, grouped by stage, in each stage's order): ``stage``, ``kind``
@@ -140,7 +140,7 @@ class Schedule:
     def __repr__(self):
         v = f", V={self.virtual}" if self.virtual > 1 else ""
         return (
-            f"Schedule({self.name}, S={self.stages}, M={self.microbatches}{v}: "
+            f"PipelineSchedule({self.name}, S={self.stages}, M={self.microbatches}{v}: "
             f"{len(self.kind)} actions in {self.n_ticks} ticks)"
         )
 
@@ -220,7 +220,7 @@ def check_shape(name: str, stages, microbatches, virtual) -> None:
         )
 
 
-def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Schedule:
+def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> PipelineSchedule:
     """The schedule `name` for S stages, M microbatches, V chunks per stage, as data."""
     check_shape(name, stages, microbatches, virtual)
     group = microbatches if name == "circular" else stages
@@ -231,7 +231,7 @@ def schedule(name: str, stages: int, microbatches: int, virtual: int = 1) -> Sch
     filled = [_fill(*order) for order in orders]
     mb = np.concatenate([m for m, _ in filled])
     chunk = np.concatenate([c for _, c in filled])
-    return Schedule(name, stages, microbatches, virtual, stage, kind, mb, chunk)
+    return PipelineSchedule(name, stages, microbatches, virtual, stage, kind, mb, chunk)
 
 
 def _zb_idle(stages, forward, backward, weight) -> float:

@@ -17,13 +17,13 @@ import numpy as np
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.topology import Topology
-from gspmd_viz.sim.pipelines.pipeline import Schedule
+from gspmd_viz.sim.pipelines.pipeline import PipelineSchedule
 from gspmd_viz.sim.pipelines.pipeline_engine import KINDS, start_times
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PipelineTimeline:
-    schedule: Schedule
+    schedule: PipelineSchedule
     start: np.ndarray  # per action (same order as the schedule's arrays), seconds
     end: np.ndarray
     forward: float
@@ -105,7 +105,7 @@ def _transfer_matrix(transfer, stages: int) -> np.ndarray:
 
 
 def simulate(
-    sched: Schedule, forward: float = 1.0, backward: float = 2.0, weight: float = 0.0,
+    sched: PipelineSchedule, forward: float = 1.0, backward: float = 2.0, weight: float = 0.0,
     transfer=0.0,
 ) -> PipelineTimeline:  # fmt: skip
     """Run the schedule's per-stage orders, each action as soon as its inputs arrive.
@@ -148,7 +148,7 @@ class Placement:
         """[S, S] seconds to send `nbytes` (one microbatch's activation) between two stages."""
         return self.transfer_time(nbytes, self.hops)
 
-    def routes(self, sched: Schedule) -> list[tuple[int, int, np.ndarray]]:
+    def routes(self, sched: PipelineSchedule) -> list[tuple[int, int, np.ndarray]]:
         """(src stage, dst stage, link ids crossed) of every stage pair the schedule uses."""
         pairs = sorted({(a, b) for _, a, b, *_ in sched.sends if a != b})
         out = []

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from gspmd_viz.sim.collectives import placement as pl
-from gspmd_viz.sim.collectives.algorithms import Schedule, Step
+from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, Step
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.registry import KINDS, default_algorithm, schedule
@@ -112,7 +112,7 @@ def _check_record(rec) -> tuple[str, tuple[str, ...], float, int]:
     return kind, axes, float(nbytes), int(count)
 
 
-def on_pod(sched: Schedule, chips: np.ndarray, topo: Topology) -> Schedule:
+def on_pod(sched: CollectiveSchedule, chips: np.ndarray, topo: Topology) -> CollectiveSchedule:
     """`sched` (on one group's sub-torus) run by every group at once: chips [groups, sub chips]."""
     groups, spread = len(chips), {}
 
@@ -126,7 +126,9 @@ def on_pod(sched: Schedule, chips: np.ndarray, topo: Topology) -> Schedule:
              np.tile(st.count, groups), np.tile(st.reduce, groups), np.tile(st.dst_chunk, groups))
         for st in sched.steps
     ]  # fmt: skip
-    return Schedule(sched.kind, sched.algorithm, topo, sched.n_chunks, sched.phases, steps)
+    return CollectiveSchedule(
+        sched.kind, sched.algorithm, topo, sched.n_chunks, sched.phases, steps
+    )
 
 
 def _run_one(i, rec, where, topo, spec, first_step):

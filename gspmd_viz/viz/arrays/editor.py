@@ -21,7 +21,7 @@ from gspmd_viz.viz.arrays.notation import (
     gv_code,
     jax_code,
     parse_mesh,
-    parse_shape,
+    parse_tensor_shape,
     pspec_text,
 )
 from gspmd_viz.viz.common.inline import STALE_CSS, error_html, error_line, inline_errors
@@ -148,7 +148,10 @@ class ShardingEditor(widgets.VBox):
     @inline_errors
     def _on_structure(self, change=None) -> None:
         try:
-            mesh, shape = parse_mesh(self.mesh_text.value), parse_shape(self.shape_text.value)
+            mesh, shape = (
+                parse_mesh(self.mesh_text.value),
+                parse_tensor_shape(self.shape_text.value),
+            )
         except (ValueError, TypeError) as err:
             self.fail(str(err))
             return
@@ -181,7 +184,10 @@ class ShardingEditor(widgets.VBox):
     def refresh(self) -> None:
         """Read every control, then redraw everything, or keep the last good drawing greyed."""
         try:
-            mesh, shape = parse_mesh(self.mesh_text.value), parse_shape(self.shape_text.value)
+            mesh, shape = (
+                parse_mesh(self.mesh_text.value),
+                parse_tensor_shape(self.shape_text.value),
+            )
             sharding = Sharding(mesh, tuple(dd.value for dd in self.dims))
             sharding.check_rank(len(shape))
         except (ValueError, TypeError) as err:

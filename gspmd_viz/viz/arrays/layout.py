@@ -37,7 +37,7 @@ MAX_LABELS = 64  # cells per facet that still get a printed device label
 PAD_FILL = "rgba(120,120,120,0.55)"
 
 
-def _colorscale() -> list:
+def _device_colorscale() -> list:
     n = len(PALETTE)
     scale = []
     for i, colour in enumerate(PALETTE):
@@ -59,7 +59,7 @@ def _numbers(cells: list[Block], tiles) -> np.ndarray:
     return (number + 8 * (number // len(PALETTE))) % len(PALETTE)
 
 
-def _grid(cells: list[Block], tiles, ndim: int, itemsize: int, hover: bool) -> dict:
+def _block_grid(cells: list[Block], tiles, ndim: int, itemsize: int, hover: bool) -> dict:
     """Heatmap arrays for one facet: rows = blocks of dim -2 (or one row), cols = dim -1;
     per-block hover text only when asked (small facets)."""
     n_rows = tiles[-2] if ndim >= 2 else 1
@@ -117,11 +117,11 @@ def _facet_title(sharding: Sharding, shape, key: tuple[int, ...]) -> str:
     return ", ".join(parts)
 
 
-def _height(ndim: int, n_rows: int) -> int:
+def _figure_height(ndim: int, n_rows: int) -> int:
     return (260 if ndim > 1 else 130) * n_rows + 240 + 90 * n_rows
 
 
-def _title(sharding: Sharding, shape, dtype, title: str | None) -> dict:
+def _layout_title(sharding: Sharding, shape, dtype, title: str | None) -> dict:
     head, _, tail = summary(sharding, shape, dtype).partition(": ")
     subtitle = f"{tail}; grey hatching = padding"
     return {
@@ -169,8 +169,8 @@ def layout_dict(sharding: Sharding, shape, dtype="float32", title: str | None = 
         _draw_facet(facet, sharding, shape, padded, cells, col, itemsize, row == n_rows)
     _draw_bytes(_Panel(data, layout, *axes[n_rows + 1, 1]), sharding, all_blocks, tiles, itemsize)
     layout.update(
-        title=_title(sharding, shape, dtype, title),
-        height=_height(ndim, n_rows),
+        title=_layout_title(sharding, shape, dtype, title),
+        height=_figure_height(ndim, n_rows),
         width=max(640, min(1200, 260 * n_cols + 120)),
         margin={"l": 60, "r": 20, "t": 100, "b": 50},
         plot_bgcolor="white",
@@ -189,7 +189,7 @@ def _subplot_grid(n_rows: int, n_cols: int, ndim: int) -> tuple[str, dict]:
         specs=[[{}] * n_cols] * n_rows + [[{"colspan": n_cols}] + [None] * (n_cols - 1)],
         row_heights=[1.0] * n_rows + [0.45 * max(1, n_rows) ** 0.5],
         subplot_titles=["facet"] * (n_rows * n_cols) if ndim > 2 else None,
-        vertical_spacing=90 / _height(ndim, n_rows),
+        vertical_spacing=90 / _figure_height(ndim, n_rows),
         horizontal_spacing=min(0.06, 0.3 / n_cols),
     )
     cells = [(r, c) for r in range(1, n_rows + 1) for c in range(1, n_cols + 1)]
@@ -225,7 +225,7 @@ def _set(props: dict) -> dict:
 def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) -> None:
     ndim, tiles = len(shape), sharding.tiles(len(shape))
     labels = (tiles[-2] if ndim >= 2 else 1) * tiles[-1] <= MAX_LABELS
-    grid = _grid(cells, tiles, ndim, itemsize, hover=labels)
+    grid = _block_grid(cells, tiles, ndim, itemsize, hover=labels)
     x = _edges(sharding, shape, ndim - 1)
     y = _edges(sharding, shape, ndim - 2) if ndim >= 2 else [0, 1]
     panel.add(
@@ -238,7 +238,7 @@ def _draw_facet(panel, sharding, shape, padded, cells, col, itemsize, bottom) ->
         # 4096-device frame ~0.5 MB
         customdata=grid["hover"],
         hovertemplate=("%{customdata}" if labels else "devices %{text}") + "<extra></extra>",
-        colorscale=_colorscale(),
+        colorscale=_device_colorscale(),
         zmin=-0.5,
         zmax=len(PALETTE) - 0.5,
         showscale=False,
@@ -311,7 +311,7 @@ def _draw_bytes(panel, sharding, all_blocks, tiles, itemsize) -> None:
         y=(np.prod(stop - start, axis=1) * itemsize)[owner],
         marker={  # colour numbers through the blocks' colour scale: no 4096 colour strings
             "color": _numbers(all_blocks, tiles)[owner],
-            "colorscale": _colorscale(),
+            "colorscale": _device_colorscale(),
             "cmin": -0.5,
             "cmax": len(PALETTE) - 0.5,
             "line": {"width": 0.5 if len(devices) <= 256 else 0, "color": "#555"},

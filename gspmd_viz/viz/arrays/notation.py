@@ -24,7 +24,7 @@ def parse_mesh(text: str) -> Mesh:
     return Mesh(axes)
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
+def parse_tensor_shape(text: str) -> tuple[int, ...]:
     """`7, 6` or `(7, 6)` -> (7, 6): positive sizes, rank 1 to 4."""
     body = text.strip().strip("()[]").strip()
     parts = [p.strip() for p in body.split(",") if p.strip()]

@@ -108,7 +108,7 @@ def colour(device: int, devices: int, light: bool = True) -> str:
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
-class _Canvas:
+class _SvgCanvas:
     """A list of SVG elements in cell units, scaled once at the end."""
 
     def __init__(self, cell: float):
@@ -191,7 +191,7 @@ def _outside(own: range, needs: range) -> list[range]:
     return [p for p in parts if len(p) > 0]
 
 
-def _pad_rects(cv: _Canvas, axes, iy: int, ix: int, rows: range, cols: range):
+def _pad_rects(cv: _SvgCanvas, axes, iy: int, ix: int, rows: range, cols: range):
     """Hatch the parts of the box rows x cols outside the image (padding, uneven filler)."""
     ay, ax = axes
     ry, rx = _extent(ay, iy, rows), _extent(ax, ix, cols)
@@ -201,7 +201,7 @@ def _pad_rects(cv: _Canvas, axes, iy: int, ix: int, rows: range, cols: range):
         cv.rect(*rx, *_extent(ay, iy, part), "url(#pad)")
 
 
-def _draw_box(cv: _Canvas, sc: Scene, axes, dev: int, iy: int, ix: int, ready: bool):
+def _draw_box(cv: _SvgCanvas, sc: Scene, axes, dev: int, iy: int, ix: int, ready: bool):
     ay, ax = axes
     oy, ox = _extent(ay, iy, _own(ay, iy)), _extent(ax, ix, _own(ax, ix))
     cv.rect(*ox, *oy, colour(dev, len(sc.devices())))
@@ -220,7 +220,7 @@ def _draw_box(cv: _Canvas, sc: Scene, axes, dev: int, iy: int, ix: int, ready: b
     cv.rect(*ox, *oy, "none", "#555")
 
 
-def _overlay(cv: _Canvas, sc: Scene, axes, dev: int, iy: int, ix: int, ready: bool):
+def _overlay(cv: _SvgCanvas, sc: Scene, axes, dev: int, iy: int, ix: int, ready: bool):
     """Padding hatch, cell grid, dashed window-ready outline and the device's name."""
     ay, ax = axes
     dark = colour(dev, len(sc.devices()), False)
@@ -262,14 +262,14 @@ def _links(sc: Scene, p: HaloPermute):
             yield devs[0], devs[1], src, dst, other
 
 
-def _draw_received(cv: _Canvas, sc: Scene, axes, p: HaloPermute):
+def _draw_received(cv: _SvgCanvas, sc: Scene, axes, p: HaloPermute):
     n_dev = len(sc.devices())
     for sdev, _, src, dst, other in _links(sc, p):
         box = _piece(sc, axes, p, src, dst, other, at_source=False)
         cv.rect(*box, colour(sdev, n_dev), colour(sdev, n_dev, False), 'stroke-width="0.8"')
 
 
-def _draw_arrows(cv: _Canvas, sc: Scene, axes, p: HaloPermute):
+def _draw_arrows(cv: _SvgCanvas, sc: Scene, axes, p: HaloPermute):
     label = format_bytes(p.bytes_per_sender)
     for k, (_, _, src, dst, other) in enumerate(_links(sc, p)):
         if k == LABELLED_LINKS:
@@ -288,7 +288,7 @@ def _taps(plan: HaloPlan, window: int) -> list[int]:
     return [(q - pl) // bd for q in spots if (q - pl) % bd == 0]
 
 
-def _draw_windows(cv: _Canvas, sc: Scene, axes, dev: int, iy: int, ix: int):
+def _draw_windows(cv: _SvgCanvas, sc: Scene, axes, dev: int, iy: int, ix: int):
     ay, ax = axes
     wy, wx = ay.plan.windows[iy], ax.plan.windows[ix]
     if not wy or not wx:
@@ -304,7 +304,7 @@ def _draw_windows(cv: _Canvas, sc: Scene, axes, dev: int, iy: int, ix: int):
 
 def _output_svg(sc: Scene) -> str:
     ay, ax = (_Axis.of_output(p) for p in sc.plans)
-    cv = _Canvas(_cell(ax.total + 2, ay.total + GAP + 1))
+    cv = _SvgCanvas(_cell(ax.total + 2, ay.total + GAP + 1))
     cv.items.append(f'<g transform="translate({cv.cell:.1f},{GAP * cv.cell:.1f})">')
     for dev, iy, ix in sc.devices():
         c = (ay.plan.windows_per_shard, ax.plan.windows_per_shard)
@@ -327,7 +327,7 @@ def svg(sc: Scene, step: int) -> str:
     if names[step] == "output":
         return _output_svg(sc)
     axes = _Axis.of(sc.plans[0]), _Axis.of(sc.plans[1])
-    cv = _Canvas(_cell(axes[1].total + 2, axes[0].total + GAP + 1))
+    cv = _SvgCanvas(_cell(axes[1].total + 2, axes[0].total + GAP + 1))
     cv.items.append(f'<g transform="translate({cv.cell:.1f},{GAP * cv.cell:.1f})">')
     done = min(max(step - 1, 0), len(sc.permutes))  # permutes shown as received
     for dev, iy, ix in sc.devices():

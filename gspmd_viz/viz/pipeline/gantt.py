@@ -64,7 +64,7 @@ def _cell_codes(tl, until: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return edges, codes, labels
 
 
-def _colorscale(microbatches: int) -> list:
+def _microbatch_colorscale(microbatches: int) -> list:
     """Discrete scale over codes -1 (idle) .. 3M-1: idle, then F, B, W tints per microbatch."""
     colours = [IDLE] + [tint(c, SHADE[k]) for c in microbatch_colours(microbatches) for k in KINDS]
     n = len(colours)
@@ -77,7 +77,7 @@ def _actions(tl, until: float) -> dict:
     return {
         "type": "heatmap", "x": edges, "y": np.arange(s.stages + 1) - 0.5, "z": codes,
         "text": labels, "hovertemplate": "stage %{y}: %{text}<extra></extra>",
-        "colorscale": _colorscale(s.microbatches), "zmin": -1.5,
+        "colorscale": _microbatch_colorscale(s.microbatches), "zmin": -1.5,
         "zmax": 3 * s.microbatches - 0.5, "showscale": False, "ygap": 3, "name": "actions",
         "xaxis": "x", "yaxis": "y",
     }  # fmt: skip
@@ -121,7 +121,7 @@ def _layout(tl, until: float) -> dict:
         "type": "line", "xref": "x", "yref": "paper", "x0": until, "x1": until, "y0": 0, "y1": 1,
         "line": {"color": "black", "width": 1, "dash": "dot"}}]  # fmt: skip
     return {
-        "title": {"text": _title(tl, until), "font": {"size": 13}},
+        "title": {"text": _gantt_title(tl, until), "font": {"size": 13}},
         "xaxis": {"anchor": "y", "domain": [0, 1], "matches": "x2", "showticklabels": False,
                   "range": [0, end]},
         "yaxis": {"anchor": "x", "domain": [0.35, 1], "autorange": "reversed", "zeroline": False,
@@ -138,7 +138,7 @@ def _layout(tl, until: float) -> dict:
     }  # fmt: skip
 
 
-def _title(tl, until: float) -> str:
+def _gantt_title(tl, until: float) -> str:
     s = tl.schedule
     v = f", V={s.virtual}" if s.virtual > 1 else ""
     ratio = f"F:B:W = {tl.forward:g}:{tl.backward:g}:{tl.weight:g}"

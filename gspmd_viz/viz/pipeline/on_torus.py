@@ -14,7 +14,9 @@ from gspmd_viz import pipeline as pipe
 from gspmd_viz import units
 
 
-def torus_transfers(placed: pipe.Placement, sched: pipe.Schedule, nbytes: float) -> go.Figure:
+def torus_transfers(
+    placed: pipe.Placement, sched: pipe.PipelineSchedule, nbytes: float
+) -> go.Figure:
     """Chips of the placement's topology; each stage pair's route drawn over the links it
     crosses, width by the bytes it carries in one training step (all microbatches)."""
     topo, xy = placed.topo, _chip_xy(placed.topo)

@@ -53,7 +53,7 @@ def _per_chip_dim(fr: Frames, lv: np.ndarray) -> np.ndarray:
     return full.reshape(topo.n_chips, topo.ndim, 2).max(axis=2)
 
 
-def _grid(values, rows, cols, shape, dtype):
+def _link_grid(values, rows, cols, shape, dtype):
     z = np.full(shape, np.nan if dtype == np.float32 else 0, dtype)
     z[rows, cols] = values
     return z
@@ -98,7 +98,7 @@ def _panels(fr: Frames, shape):
         horizontal_spacing=0.06,
         vertical_spacing=0.08,
     )
-    fig.update_layout(height=_height(shape, stacked, n_panels))
+    fig.update_layout(height=_panels_height(shape, stacked, n_panels))
 
     def where(i):
         return {"row": i + 1, "col": 1} if stacked else {"row": 1, "col": i + 1}
@@ -122,7 +122,7 @@ def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
     }
     return [
         go.Heatmap(
-            z=_grid(per_dim[:, d], rows, cols, shape, dtype),
+            z=_link_grid(per_dim[:, d], rows, cols, shape, dtype),
             zmin=-0.5,
             zmax=LEVELS - 0.5,
             colorscale=_level_scale(),
@@ -145,7 +145,7 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     fig, where = _panels(fr, shape)
     for d, trace in enumerate(_link_maps(fr, lv, rows, cols, shape)):
         fig.add_trace(trace, **where(d))
-    chips = _grid(np.round(held, 2).astype(np.float32), rows, cols, shape, np.float32)
+    chips = _link_grid(np.round(held, 2).astype(np.float32), rows, cols, shape, np.float32)
     hover = "chip at row %{y}, column %{x}: %{z:.0%}<extra></extra>"
     fig.add_trace(
         go.Heatmap(
@@ -166,7 +166,7 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     return fig
 
 
-def _height(shape, stacked, n_panels) -> int:
+def _panels_height(shape, stacked, n_panels) -> int:
     rows, cols = shape
     panel_w = (WIDTH - 110) / (1 if stacked else n_panels)
     panel_h = min(600 / (n_panels if stacked else 1), panel_w * rows / cols)

@@ -25,7 +25,7 @@ from gspmd_viz.viz.torus.frames import Frames, frames, positions
 from gspmd_viz.viz.torus.heatmap import heatmap_figure
 from gspmd_viz.viz.torus.links import LINK_VIEW_CHIPS, link_figure, svg
 
-__all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_shape", "positions", "svg"]
+__all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_torus_shape", "positions", "svg"]
 CUSTOM = "custom"
 PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4x4": "tpu-v4"}
 # slices of today's pods the dropdown offers (their chip follows from the name: sim.chip_of)
@@ -50,7 +50,7 @@ def preset_chip(name: str) -> str | None:
     return PRESET_CHIPS.get(name) or (sim.chip_of(sim.preset(name)) if name in TODAY else None)
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
+def parse_torus_shape(text: str) -> tuple[int, ...]:
     """'4x4' or '4, 4, 2' -> (4, 4) / (4, 4, 2)."""
     parts = [p for p in re.split(r"[x×,\s]+", (text or "").strip()) if p]
     if not parts or not all(p.isdigit() for p in parts):
@@ -194,7 +194,7 @@ class TorusWidget(widgets.VBox):
 
     def topology(self) -> sim.Topology:
         """The topology the controls describe (named after its preset when it is one)."""
-        shape = parse_shape(self.size.value)
+        shape = parse_torus_shape(self.size.value)
         if max(shape) > MAX_CHIPS:
             raise ValueError(f"size {self.size.value}: the widget draws up to {MAX_CHIPS} chips")
         same_rank = len(self.wrap.value) == len(shape)
