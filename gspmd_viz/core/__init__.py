@@ -24,7 +24,7 @@ Read the modules top to bottom in this order; each imports only modules above it
                                      lies in an old one (in rounds); the single steps
                                      between shardings; the cheapest plan
   execute      spmd spmd_regions lower kernels reduce_combine split_cost staging
-               plan_record recompute execute
+               plan_record recompute processes execute
                                      per-device instructions (loops and branches apart) as
                                      data and text, local lowering, the kernels one device
                                      runs, reductions combined right away (max, argmax), what
@@ -50,6 +50,6 @@ Execute comes before partition because partition returns the runnable SPMDProgra
 Module order: devices mesh hlo sharding annotate values slice_of_pad builder program factors
 families families_indexed registry propagation propagate collective halo_rounds halo
 halo_exchange halo_ops halo_program block_moves permutes moves reshard spmd spmd_regions lower
-kernels reduce_combine split_cost staging plan_record recompute execute split follow lookahead
-remake regions partition whole_plan pipeline pipeline_gspmd training
+kernels reduce_combine split_cost staging plan_record recompute processes execute split follow
+lookahead remake regions partition whole_plan pipeline pipeline_gspmd training
 """
