@@ -21,7 +21,12 @@ from jax.sharding import NamedSharding, PartitionSpec
 from gspmd_viz.core.devices import require_devices
 from gspmd_viz.core.halo_exchange import return_halo, window_ready
 from gspmd_viz.core.kernels import all_reduce, apply_plan, run_local
-from gspmd_viz.core.processes import global_array, readable_everywhere, several_processes
+from gspmd_viz.core.processes import (
+    check_this_process_in,
+    global_array,
+    readable_everywhere,
+    several_processes,
+)
 from gspmd_viz.core.program import Literal
 from gspmd_viz.core.recompute import barriers, fence
 from gspmd_viz.core.reduce_combine import ArgCombine, run_arg_combine
@@ -265,6 +270,7 @@ def _global_inputs(spmd, flat) -> list:
     """Several processes: each input a global array split like its shard_map input, or
     replicated where that split is uneven (the runner pads it inside jit)."""
     jmesh = spmd.mesh.to_jax()
+    check_this_process_in(jmesh)
     out = []
     for v, x in zip(spmd.program.inputs, flat, strict=True):
         s = spmd.prop.sharding(v)
