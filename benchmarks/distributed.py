@@ -15,6 +15,15 @@ different processes), so each is a median of many steps on the same machine, one
 other.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/distributed.py
+
+Measured here (2 cores shared with other jobs, load average 9-11, so +-3x between runs):
+- lesson 07 size: 1 process 9-28 ms per step; 2 processes x 4 270-410 ms (10-46x);
+  1 process x 8 through gloo 110-120 ms, so the process boundary alone is 2.3-3.7x.
+- wider: 1 process 61-116 ms; 2 processes x 4 0.55-3.0 s; 1 x 8 through gloo 270-380 ms.
+- losses: never bit-equal (gloo sums in another order), largest relative difference
+  1.9e-7 (lesson size) and 1.1e-7 (wider) over 18 steps.
+- launcher: plain + 0.2-1.0 s for 1 process, plain + 0.7-1.8 s for 2 (each process
+  imports jax and joins the coordinator; the two share 2 cores).
 """
 
 import os

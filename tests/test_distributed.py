@@ -69,6 +69,23 @@ def test_a_failing_process_fails_the_launch_with_its_message_and_stops_the_other
     assert all(_gone(pid) for pid in run.pids)
 
 
+def test_a_mesh_that_leaves_a_process_out_is_a_clear_error(tmp_path):
+    script = _script(
+        tmp_path,
+        """
+        import jax.numpy as jnp
+        import gspmd_viz as gv
+        mesh = gv.Mesh({"x": 1})  # process 0's one device only
+        x = jnp.ones((2, 2))
+        gv.partition(gv.propagate(gv.trace(lambda a: a * 2, x), mesh=mesh))(x)
+        """,
+    )
+    run = launch(script, 2, 1, timeout=120)
+    assert run.returncode == 1
+    want = "ValueError: the mesh uses 1 of the 2 devices and process 1 owns none of them"
+    assert any(line.startswith(want) for line in run.output[1]), run.text(1)
+
+
 def test_a_hung_run_times_out_and_leaves_nothing_behind(tmp_path):
     script = _script(tmp_path, "import time\ntime.sleep(600)\n")
     run = launch(script, 2, 1, timeout=2)

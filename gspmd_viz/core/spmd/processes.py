@@ -16,6 +16,16 @@ def several_processes() -> bool:
     return jax.process_count() > 1
 
 
+def check_this_process_in(jmesh) -> None:
+    """Every process runs the program, so each must own some of the mesh's devices."""
+    if not any(d.process_index == jax.process_index() for d in jmesh.devices.flat):
+        raise ValueError(
+            f"the mesh uses {jmesh.devices.size} of the {jax.device_count()} devices and process "
+            f"{jax.process_index()} owns none of them: with several processes, make the mesh "
+            f"span every process's devices (all {jax.device_count()} of them)"
+        )
+
+
 def global_array(x, spec: PartitionSpec, jmesh):
     """`x` (the whole value, the same in every process) as a global jax.Array split by `spec`
     over `jmesh`: each process copies in only its own devices' slices."""

@@ -34,7 +34,12 @@ from gspmd_viz.core.spmd.instructions import (
 )
 from gspmd_viz.core.spmd.local_kernels import all_reduce, run_local
 from gspmd_viz.core.spmd.loops_branches import RunCond, RunLoop
-from gspmd_viz.core.spmd.processes import global_array, readable_everywhere, several_processes
+from gspmd_viz.core.spmd.processes import (
+    check_this_process_in,
+    global_array,
+    readable_everywhere,
+    several_processes,
+)
 from gspmd_viz.core.spmd.reduce_combine import ArgCombine, run_arg_combine
 from gspmd_viz.core.spmd.reshard_kernels import apply_plan
 
@@ -266,6 +271,7 @@ def _global_inputs(spmd, flat) -> list:
     """Several processes: each input a global array split like its shard_map input, or
     replicated where that split is uneven (the runner pads it inside jit)."""
     jmesh = spmd.mesh.to_jax()
+    check_this_process_in(jmesh)
     out = []
     for v, x in zip(spmd.program.inputs, flat, strict=True):
         s = spmd.prop.sharding(v)
