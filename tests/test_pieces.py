@@ -1,6 +1,7 @@
 """split, stack, unstack and tile keep the dims they do not touch split (families_pieces.py,
 split_as_slices.py): rotary embeddings on heads split over a mesh axis move nothing, as in
-XLA's partitioned program; a split along a sharded dim is a windowed slice, not a gather.
+XLA's partitioned program; a split along a sharded dim is a windowed slice, not a gather; a
+bitcast that changes the element width keeps the other dims split.
 Each program ran replicated (operands gathered) before these rules."""
 
 import jax
@@ -62,12 +63,21 @@ def _partitioned_and_xla(f, x):
     return spmd, theirs
 
 
+def _bitcast_halves(x):
+    """f32 -> i16 pairs (a trailing dim) -> f32 again: rows and columns stay split."""
+    x = gv.mesh_split(x, MESH, ("x", "y"))
+    pairs = jax.lax.bitcast_convert_type(x, jnp.int16)  # [8, 8, 2]
+    back = jax.lax.bitcast_convert_type(pairs, jnp.float32)
+    return gv.mesh_split(jnp.tanh(back), MESH, ("x", "y"))
+
+
 CASES = {
     "rotary_halves": (_rotary_halves, (4, 6, 8, 16)),
     "rotary_interleaved": (_rotary_interleaved, (4, 6, 8, 16)),
     "unstack_rows": (_unstack_rows, (2, 8, 8)),
     "tile_columns": (_tile_columns, (8, 4)),
     "split_sharded_dim": (_split_sharded_dim, (8, 16)),
+    "bitcast_halves": (_bitcast_halves, (8, 8)),
 }
 
 
@@ -81,7 +91,9 @@ def test_pieces_are_exact_and_move_at_most_xlas_bytes(name):
     assert not any("replicated" in n for n in spmd.notes), spmd.notes
 
 
-@pytest.mark.parametrize("name", ["rotary_halves", "rotary_interleaved", "unstack_rows"])
+@pytest.mark.parametrize(
+    "name", ["rotary_halves", "rotary_interleaved", "unstack_rows", "bitcast_halves"]
+)
 def test_pieces_of_split_heads_need_no_collective_where_xla_needs_none(name):
     f, shape = CASES[name]
     x = jnp.asarray(np.random.default_rng(4).standard_normal(shape), jnp.float32)

@@ -75,20 +75,60 @@ def test_widget_edits_repropagate_and_bad_input_is_inline():
     assert "frame 0" in w.step.value
 
 
-def test_an_edit_shows_our_propagation_at_once_and_xlas_overlay_when_compiled():
+@pytest.fixture
+def held_compile(monkeypatch):
+    """XLA's comparison waits for `.set()` on the returned event (the edit must not)."""
+    import threading
+
+    from gspmd_viz.viz.propagation import widget as propagation
+
+    gate, compare = threading.Event(), propagation._compare
+    monkeypatch.setattr(propagation, "_compare", lambda prop: gate.wait(60) and compare(prop))
+    return gate
+
+
+def test_an_edit_shows_our_propagation_at_once_and_xlas_overlay_when_compiled(held_compile):
     """With the overlay on, an edit redraws our propagation without waiting for XLA's
     compile; XLA's marks arrive from the background, the same as computed in place."""
+    held_compile.set()  # the widget being built waits for its first comparison
     w = PropagationWidget("mlp", xla=True)
+    held_compile.clear()
     original = w.editors["x"][0].value
     w.editors["x"][0].value = "y"  # x: [16@y, 32]
     assert "gv-ok" in w.message.value and "gv-stale" not in w.graph.value
     assert "compiling in the background" in w.xla_text.value
+    held_compile.set()
     assert w.background.wait()
     oracle = gv.xla.compare(gv.propagate(gv.trace(w.example.fn, *w.example.args)))
     assert w.xla_text.value == f"<pre>{html.escape(oracle.text(only_differences=True))}</pre>"
     assert (w.generation, w.slider.value, True, w.why.value) in w.frames  # redrawn, marked
     w.editors["x"][0].value = original  # annotations whose comparison is cached: no wait
     assert "agree on" in w.xla_text.value and not w.xla_pending
+
+
+def test_the_overlay_arrives_on_the_event_loop_that_handled_the_edit():
+    """In a kernel the edit runs on its event loop: XLA's table is applied there (the widget's
+    state changes on the kernel's thread), once the loop is free, not on the worker."""
+    import asyncio
+    import threading
+
+    w = PropagationWidget("mlp", xla=True)
+    applied_on, arrived = [], w.xla_arrived
+
+    def xla_arrived(key, table):
+        applied_on.append(threading.current_thread())
+        arrived(key, table)
+
+    w.xla_arrived = xla_arrived
+
+    async def edit_then_wait():
+        w.editors["x"][0].value = "y"  # the handler starts XLA's compile in the background
+        while not applied_on:
+            await asyncio.sleep(0.05)
+
+    asyncio.run(asyncio.wait_for(edit_then_wait(), timeout=120))
+    assert applied_on == [threading.main_thread()] and w.background.wait()
+    assert "agree on" in w.xla_text.value  # and it redrew with XLA's table
 
 
 def _drawn_nodes(w):
@@ -145,7 +185,7 @@ def test_annotation_rows_name_each_dim_and_its_size():
     assert [d.description for d in w.editors["qkv"]] == ["B=8", "L=16", "N=4", "D=8"]
 
 
-def test_every_control_through_every_option():
+def test_every_control_through_every_option(held_compile):
     """Kernel side: every dim dropdown through every option, both slider ends, play, the
     overlay both ways, every "why?" value. Never a Python exception escapes; a bad choice
     leaves an inline message that names the tensor; a good one redraws."""
@@ -167,8 +207,10 @@ def test_every_control_through_every_option():
         w.slider.value = k
         assert f"of {len(w.prop.steps)}" in w.step.value
     for value in (True, False):
+        held_compile.clear()
         w.overlay.value = value
         assert ("compiling in the background" in w.xla_text.value) is value  # at once
+        held_compile.set()
         w.background.wait()
         assert ("agree on" in w.xla_text.value) is value
     for _, name in w.why.options:

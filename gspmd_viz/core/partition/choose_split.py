@@ -242,11 +242,11 @@ class EquationSplit:
         return tuple(a for a in self.mesh.axis_names if a in red)
 
     def operand_sharding(self, fa, i: int) -> Sharding:
-        return Sharding(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
+        return Sharding.of_axes(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
 
     def result_sharding(self, fa, j: int) -> Sharding:
         pending = self.reduction_axes(fa) if self.combine == "sum" else ()
-        return Sharding(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
+        return Sharding.of_axes(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
 
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn

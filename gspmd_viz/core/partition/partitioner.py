@@ -44,9 +44,10 @@ class Partitioner:
     """One pass. `follow`: XLA's split everywhere (follow_xla.py); `spread`: idle mesh axes share an
     equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
     (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
-    constants resharded once, before their loop (control_flow.hoisted)."""
+    constants resharded once, before their loop (control_flow.hoisted). `wanted`: the `wanted_by`
+    of another pass over the same prop (what consumers ask for depends on propagation only)."""
 
-    def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False):
+    def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False, wanted=None):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
         self.follow, self.spread, self.every_trip = follow, spread, every_trip
         self.sizes, self.notes, self.departed, self.held = prop.mesh.shape, [], False, 0
@@ -56,7 +57,7 @@ class Partitioner:
             self.versions[v] = [(prop.sharding(v), v.name)]
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
         self.live_set = {e for u in self.live() for e in self._equations_of(u)}
-        self._wanted: dict[Value, list[Sharding]] = {}
+        self.wanted_by: dict[Value, list[Sharding]] = {} if wanted is None else wanted
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
 
@@ -87,15 +88,15 @@ class Partitioner:
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for: what each live consumer's
         propagated split needs (and the propagated sharding, for a program output)."""
-        if v not in self._wanted:
+        if v not in self.wanted_by:
             targets = [self.prop.sharding(v)] if v in self.outputs else []
             for eqn, pos in self.program.consumers.get(v, ()):
                 if eqn in self.deferred:  # the rotation reads v as its result is split
                     targets.append(self.prop.sharding(self.deferred[eqn].concat.outputs[0]))
                 elif eqn in self.live_set:
                     targets.append(self.split(eqn).likely_operand(pos))
-            self._wanted[v] = list(dict.fromkeys(targets))
-        return self._wanted[v]
+            self.wanted_by[v] = list(dict.fromkeys(targets))
+        return self.wanted_by[v]
 
     def handoff_cost(self, v: Value, local: Sharding) -> float:
         """Costs.handoff_cost: handing a result on, one reader ahead (lookahead.py)."""

@@ -59,16 +59,17 @@ def best_plan(prop, chip=None, share_idle: bool = True):
         )
     greedy = made_by = Partitioner(prop, chip)
     chosen = follow = with_cost(greedy.run(), chip)
+    asked = greedy.wanted_by  # what each value's consumers ask for: the same in every plan
     if greedy.departed:
-        follow = with_cost(Partitioner(prop, chip, follow=True).run(), chip)
+        follow = with_cost(Partitioner(prop, chip, follow=True, wanted=asked).run(), chip)
         chosen = preferred(chosen, follow)
     if share_idle:
-        spreader = Partitioner(prop, chip, spread=True)
+        spreader = Partitioner(prop, chip, spread=True, wanted=asked)
         spread = with_cost(spreader.run(), chip)
         chosen = shared(chosen, spread, follow)
         made_by = spreader if chosen is spread else greedy
     if chosen is not follow and made_by.held:
-        every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True)
+        every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True, wanted=asked)
         chosen = held_less(chosen, with_cost(every_trip.run(), chip))
     return no_heavier_and_slower(chosen, follow)
 

@@ -1,6 +1,8 @@
 """Factor-rule families of ops that cut a tensor into pieces or put pieces together: stack,
-unstack, tile. (`split` never reaches a rule: gv.trace writes it as one slice per piece,
-split_as_slices.py, so a split dim is windowed like any slice.)
+unstack, tile, and a bitcast that changes the element width (one element cut into a trailing
+dim of narrower ones, or such a dim joined into one). `split` never reaches a rule: gv.trace
+writes it as one slice per piece (split_as_slices.py), so a split dim is windowed like any
+slice.
 
 Same notation as families.py: every dim the op does not touch passes, so a model's batch,
 sequence and head splits flow through; the dim it cuts or builds stays whole.
@@ -45,4 +47,15 @@ def tile(eqn) -> FactorRule:
         else:
             operand.append(b.new(n, "need_replication"))
             result.append(b.new(m, "need_replication"))
+    return b.rule([operand], [result])
+
+
+def bitcast_convert(eqn) -> FactorRule:
+    """`i j -> i j` for the same width; a narrower result gains a trailing dim (`i j -> i j
+    _`), a wider one loses it (`i j k -> i j`): that dim stays whole, the others pass."""
+    b = RuleBuilder()
+    (src,), (out,) = shapes(eqn)
+    common = [b.new(n) for n in src[: min(len(src), len(out))]]
+    operand = common + [b.new(n, "need_replication") for n in src[len(common) :]]
+    result = common + [b.new(n, "need_replication") for n in out[len(common) :]]
     return b.rule([operand], [result])

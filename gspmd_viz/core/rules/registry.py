@@ -217,7 +217,7 @@ register(
     "integer_pow square convert_element_type select_n eq ne lt le gt ge and or not xor "
     "stop_gradient copy copy_p reduce_precision nextafter atan2 clamp imag real conj "
     "shift_left shift_right_logical shift_right_arithmetic population_count "
-    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh",
+    "add_any mul_add asin acos atan sinh cosh asinh acosh atanh lt_to",
     families.elementwise,
 )
 register("sharding_constraint reshard", families.elementwise, identity=True)
@@ -244,6 +244,7 @@ register("rev", families.rev)
 register("stack", families_pieces.stack)
 register("unstack", families_pieces.unstack)
 register("tile", families_pieces.tile)
+register("bitcast_convert_type", families_pieces.bitcast_convert)
 register("iota", families.iota, result_shape="shape", counting_dim="dimension")
 register(
     "gather",

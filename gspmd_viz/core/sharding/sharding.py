@@ -77,6 +77,18 @@ class Sharding:
         )
         self._validate()
 
+    @classmethod
+    def of_axes(cls, mesh: Mesh, spec: tuple, unreduced: Iterable[str] = ()) -> "Sharding":
+        """A sharding from a spec already in canonical form (a tuple of axis-name tuples, as
+        the partitioner builds from a factor split): only the check that no axis repeats
+        (the partitioner makes thousands per program; the full checks dominated)."""
+        axes = [a for dim in spec for a in dim]
+        if len(axes) != len(set(axes)) or set(unreduced) & set(axes):
+            return cls(mesh, spec, unreduced)  # the full checks say what is wrong
+        made = cls.__new__(cls)
+        made.mesh, made.spec, made.unreduced = mesh, spec, frozenset(unreduced)
+        return made
+
     def _validate(self) -> None:
         seen: set[str] = set()
         for axis in [a for axes in self.spec for a in axes] + sorted(self.unreduced):
