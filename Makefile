@@ -54,11 +54,12 @@ html: $(STAMP)
 	$(PY) -m gspmd_viz.viz.export notebooks build/html
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check gspmd_viz tests benchmarks
-	$(VENV)/bin/ruff format --check gspmd_viz tests benchmarks
+	$(VENV)/bin/ruff check gspmd_viz tests benchmarks notebooks/conftest.py
+	$(VENV)/bin/ruff format --check gspmd_viz tests benchmarks notebooks/conftest.py
 
 # Two workers, one test file or lesson each at a time (a lesson's cells share a kernel). The
 # lessons, the longest files, go first so that the short ones fill in around them at the end.
+# The slowest tests are listed at the end of the run, so a session sees where the time goes.
 test: $(STAMP) debs-test lint
 	rm -rf $(TEST_HOME) && mkdir -p $(TEST_HOME)
-	$(TEST_ENV) $(VENV)/bin/pytest -n 2 --dist loadfile notebooks tests --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(TEST_ENV) $(VENV)/bin/pytest -n 2 --dist loadfile notebooks tests --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=20

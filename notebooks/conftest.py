@@ -40,6 +40,7 @@ def pytest_runtest_setup(item):
     _in_kernel(item, f"{CELL} = {index}")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown, which a failure here must not skip
 def pytest_runtest_teardown(item, nextitem):
     """After a lesson's last cell: its checks' answers must not show above them."""
     if not _nbval_cell(item) or (nextitem is not None and nextitem.parent is item.parent):

@@ -20,6 +20,8 @@ import json
 import re
 from pathlib import Path
 
+from gspmd_viz import sim
+from gspmd_viz.core.sharding.collective import KINDS
 from gspmd_viz.units import format_bytes
 
 CELL = "__gv_seal_cell"  # the kernel variable holding the index of the cell being run
@@ -29,6 +31,7 @@ CELL = "__gv_seal_cell"  # the kernel variable holding the index of the cell bei
 ANSWER_IS_AN_INPUT = {
     ("02_propagation", "qa_prediction"): "h takes the annotation of w1 that the question gives",
     ("02_propagation", "qe_prediction"): "a random puzzle: h takes one of the annotations drawn",
+    ("08_debugging_sharding", "rows_prediction"): "the question gives the 6 rows; where they end",
 }
 
 
@@ -73,9 +76,14 @@ def _output_text(cell) -> str:
     return "\n".join(parts)
 
 
-def _bounded(text: str) -> str:
-    """A regex for `text` standing alone: not part of a longer number or word."""
-    return rf"(?<![\w.,]){re.escape(text)}(?![\w]|[.,]\d)"
+UNIT = r"\s?(?:[KMGT]i?B|B|[µunm]?s|%)\b"  # a number with a unit is a size, time or share
+
+
+def _bounded(text: str, unit_ok: bool = False) -> str:
+    """A regex for `text` standing alone: not part of a longer number or word, and (a bare
+    number) not a size, time or share printed with its unit."""
+    after = r"(?![\w]|[.,]\d)" + ("" if unit_ok else f"(?!{UNIT})")
+    return rf"(?<![\w.,]){re.escape(text)}{after}"
 
 
 def printed_forms(answer: dict) -> list[str]:
@@ -85,8 +93,8 @@ def printed_forms(answer: dict) -> list[str]:
         return [rf"\b{answer['repr']}\b"]
     if kind in ("int", "float"):
         numbers = {value, int(value)} if float(value).is_integer() else {value}
-        texts = {t for n in numbers for t in (str(n), f"{n:,}")} | {format_bytes(value)}
-        return [_bounded(t) for t in texts]
+        texts = {t for n in numbers for t in (str(n), f"{n:,}")}
+        return [_bounded(t) for t in texts] + [_bounded(format_bytes(value), unit_ok=True)]
     forms = [re.escape(answer["repr"])]
     if kind == "str":
         forms.append(re.escape(value))
@@ -141,11 +149,24 @@ def _own_output(cell) -> str:
     return "\n".join(ln for ln in lines if not ln.startswith("predict first"))
 
 
+def _vocabulary(answer: dict) -> bool:
+    words = {*KINDS, *sim.algorithms("all-reduce"), *sim.algorithms("all-to-all")}
+    return answer["type"] == "bool" or (answer["type"] == "str" and answer["value"] in words)
+
+
+def _question_start(cells, index: int) -> int:
+    """The prose that asks the question the check at `index` answers: the last markdown cell
+    above it."""
+    return max((i for i in range(index) if cells[i].cell_type == "markdown"), default=0)
+
+
 def _leaks(cells, index: int, answer: dict) -> list[str]:
-    """Cells at or above the check whose output or prose shows one of the answer's forms."""
-    shown = [(index, _own_output(cells[index]))]
-    if answer["type"] != "bool":  # True / False are everywhere: look in the check cell only
-        shown = [(i, _output_text(c)) for i, c in enumerate(cells[:index])] + shown
+    """Cells at or above the check whose output or prose shows one of the answer's forms. An
+    answer from the subject's own vocabulary (True/False, a collective's kind, an algorithm's
+    name) is printed all through a lesson: for those only the question's own cells count."""
+    first = _question_start(cells, index) if _vocabulary(answer) else 0
+    shown = [(i, _output_text(c)) for i, c in enumerate(cells[first:index], start=first)]
+    shown = ([] if answer["type"] == "bool" else shown) + [(index, _own_output(cells[index]))]
     problems = []
     for i, text in shown:
         hits = [m.group(0) for form in printed_forms(answer) if (m := re.search(form, text))]

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from jax.sharding import PartitionSpec as P
 
 import gspmd_viz as gv
+from gspmd_viz.core.sharding.devices import DeviceCountError
 from gspmd_viz.explain.compiled import CompiledProgram
 from gspmd_viz.explain.findings import loop_gathers
 from gspmd_viz.explain.frames import FrameIndex
@@ -217,7 +218,7 @@ def test_bad_input_says_what_is_wrong():
         gv.explain(42, *args, mesh=MESH)
     with pytest.raises(ValueError, match="annotations use Mesh"):
         gv.explain(mlp_with_helper, *args, mesh=gv.Mesh({"x": 4, "y": 2}))
-    with pytest.raises(gv.core.devices.DeviceCountError, match="needs 16 devices"):
+    with pytest.raises(DeviceCountError, match="needs 16 devices"):
         gv.explain(mlp_with_helper, *args, mesh=gv.Mesh({"x": 4, "y": 4}))
 
 

@@ -28,13 +28,12 @@ from gspmd_viz.core.cost.split_cost import (
 from gspmd_viz.core.halo.exchange import SpatialSplit, halo_permutes
 from gspmd_viz.core.halo.windowed_ops import halo_operands, split_of, wide_halos_gather, window_of
 from gspmd_viz.core.program.trace import Equation, Value
+from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.reshard.planner import reshard_plan
 from gspmd_viz.core.rules.factors import FactorRule
 from gspmd_viz.core.rules.registry import entry_for
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, combine_collectives
-
-FactorAxes = dict[int, tuple[str, ...]]
 
 
 class Costs(Protocol):

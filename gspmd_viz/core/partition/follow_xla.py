@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 
-from gspmd_viz.core.partition.choose_split import EquationSplit, FactorAxes
+from gspmd_viz.core.partition.choose_split import EquationSplit
 from gspmd_viz.core.program.records import Value
+from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.sharding.sharding import Sharding
 
 __all__ = ["result_driven"]

@@ -21,15 +21,10 @@ import numpy as np
 
 from gspmd_viz.core.halo import block_moves, windowed_ops
 from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars
-from gspmd_viz.core.partition.choose_split import (
-    EquationSplit,
-    FactorAxes,
-    cached_plan,
-    choose,
-    rules_of,
-)
+from gspmd_viz.core.partition.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.partition.follow_xla import result_driven
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
+from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.rules.registry import entry_for
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.core.spmd import local_ops

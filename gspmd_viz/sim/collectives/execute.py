@@ -64,13 +64,6 @@ def initial_contributions(schedule: CollectiveSchedule) -> np.ndarray:
     return np.packbits(own, axis=-1)
 
 
-def full_sum_everywhere(schedule: CollectiveSchedule) -> bool:
-    """True when, after an all-reduce schedule, every chip holds every chip's data exactly once."""
-    final = run(schedule, initial_contributions(schedule), combine="or")
-    bits = np.unpackbits(final, axis=-1, count=schedule.topo.n_chips).astype(bool)
-    return bool(bits.all())
-
-
 def contributions(schedule: CollectiveSchedule, state=None) -> np.ndarray:
     """Final contribution sets as bool [n_chips, n_chunks, n_chips] (small tori only)."""
     state = initial_contributions(schedule) if state is None else state

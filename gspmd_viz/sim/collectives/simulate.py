@@ -54,10 +54,6 @@ class StepRecord:
     time_s: float
 
     @property
-    def bottleneck_link(self) -> int:
-        return int(self.links[np.argmax(self.link_bytes)]) if len(self.links) else -1
-
-    @property
     def max_link_bytes(self) -> float:
         return float(self.link_bytes.max(initial=0.0))
 
