@@ -1,7 +1,7 @@
 """Widget benchmark: kernel-side time and bytes sent to the browser per frame, per widget.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/widgets.py [torus] [pipeline]
-Goal (DESIGN.md): a control change redraws within 300 ms and sends under 500 kB. The kernel
+Goal (the widget rule): a control change redraws within 300 ms and sends under 500 kB. The kernel
 side is measured here; the browser side (render time) by the browser tests. Each widget appends
 its own section below.
 """

@@ -4,7 +4,7 @@
 control's value to the editor having rebuilt every view (what the kernel does before the comm
 messages leave); bytes are the JSON of every widget state message that change sends. The
 browser side (comm round trip plus plotly drawing) is timed by tests/test_browser.py.
-Goals (shared/DESIGN.md): < 300 ms per redraw end to end, < 500 kB per frame.
+Goals (the widget rule): < 300 ms per redraw end to end, < 500 kB per frame.
 """
 
 import json

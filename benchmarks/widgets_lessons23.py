@@ -5,7 +5,7 @@ control's value to the widget having rebuilt its views (what the kernel does bef
 messages leave); bytes are the JSON of every widget state message that change sends (counted
 by widgets_editor.Wire). A fresh frame (graphviz layout) and a cached one are both shown for the
 animator. The browser side is timed by tests/test_browser_lessons23.py.
-Goals (shared/DESIGN.md): < 300 ms per redraw end to end, < 500 kB per frame.
+Goals (the widget rule): < 300 ms per redraw end to end, < 500 kB per frame.
 """
 
 import functools

@@ -163,7 +163,7 @@ def test_random_1d_convs_equal_the_unpartitioned_conv(cfg):
 
 
 def test_each_device_gets_exactly_its_window_ready_slice():
-    # size 10 on 4 shards, window 1, stride 2 (REFERENCE.md): halos 0,-1,-2,-3 / 0,1,2,3
+    # size 10 on 4 shards, window 1, stride 2 (XLA's own worked example): halos 0,-1,-2,-3 / 0,1,2,3
     plan = gv.halo_plan(10, 4, window=1, stride=2)
     split = SpatialSplit(0, "x", plan)
     mesh = gv.Mesh({"x": 4})

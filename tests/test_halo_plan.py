@@ -1,5 +1,6 @@
-"""gv.halo_plan against XLA's formulas (REFERENCE.md "Halo exchange", written out here with
-C++ integer division) and against brute force: which input elements each shard's windows read."""
+"""gv.halo_plan against XLA's formulas (spmd_partitioner_util.cc, ExchangeHaloAndGetValidData;
+written out here with C++ integer division) and against brute force: which input elements each
+shard's windows read."""
 
 import math
 

@@ -45,7 +45,7 @@ def test_make_lab_turns_the_jupyter_news_prompt_off(tmp_path):
     assert json.loads(installed.read_text()) == overrides
 
 
-# DESIGN.md section 3: what lessons and outside checks reach from `import gspmd_viz as gv`.
+# The public surface: what lessons and outside checks reach from `import gspmd_viz as gv`.
 PUBLIC_SURFACE = """
 gv.use_cpu_devices gv.Mesh gv.Sharding gv.Sharding.from_hlo gv.Sharding.from_dims_mapping
 gv.mesh_split gv.trace gv.propagate gv.partition gv.reshard_plan gv.Collective

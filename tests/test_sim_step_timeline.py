@@ -15,7 +15,7 @@ from gspmd_viz.sim import step_timeline as stl
 SLICE = gv.sim.preset("4x4")
 SQUARE = {"x": 4, "y": 4}  # x -> dim 0, y -> dim 1: every group a whole wrapped dim
 S = 3 * 2**16  # splits evenly into every schedule's chunks here
-RING = {  # bytes each chip sends in a ring algorithm, n chips per group (DESIGN.md section 3)
+RING = {  # bytes each chip sends in a ring algorithm, n chips per group (Collective's formulas)
     "all-reduce": lambda n: 2 * (n - 1) / n * S,
     "all-gather": lambda n: (n - 1) / n * S,
     "reduce-scatter": lambda n: (n - 1) / n * S,
