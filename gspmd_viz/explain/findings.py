@@ -21,13 +21,13 @@ from gspmd_viz.explain.compiled import frame_of, operands
 from gspmd_viz.explain.hlo_lines import (
     buffer_bytes,
     buffers,
-    computations,
     loop_invariant,
     user_lines,
 )
 from gspmd_viz.explain.report import Finding
 from gspmd_viz.explain.source import equation_stack, user_line
 from gspmd_viz.units import format_bytes
+from gspmd_viz.xla.compiled import computations
 
 _REMAT = re.compile(
     r"Involuntary full rematerialization.*?from sharding (\{.*?\}) to (\{.*?\}).*?"
@@ -103,7 +103,7 @@ def _uneven_finding(value, sharding, dim, shards, did, moved, line) -> Finding:
 
 def loop_gathers(compiled, entries) -> list[Finding]:
     """All-gathers repeated on every trip of a loop whose operand the loop never changes."""
-    comps = computations(compiled.text)
+    comps, _ = computations(compiled.text)
     owner = {line: lines for lines in comps.values() for line in lines}
     found = []
     for e in entries:

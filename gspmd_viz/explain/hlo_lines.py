@@ -8,29 +8,13 @@ import re
 
 import numpy as np
 
-from gspmd_viz.explain.compiled import frame_of, operands
+from gspmd_viz.explain.compiled import frame_of, instructions, operands
 from gspmd_viz.explain.source import user_line
-from gspmd_viz.xla.compiled import _DTYPES
+from gspmd_viz.xla.compiled import _DTYPES, computations
 
-_HEAD = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*\{\s*$")
 _TYPE = re.compile(r"=\s*(\w+)\[([\d,]*)\]")
-_NAME = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=")
 _GTE = re.compile(r"get-tuple-element\(%([\w.\-]+)\), index=(\d+)")
 _FREE = ("constant(", "partition-id(", "replica-id(", "iota(")
-
-
-def computations(text: str) -> dict[str, list[str]]:
-    """computation name -> its instruction lines ("ENTRY" for the entry computation)."""
-    comps: dict[str, list[str]] = {}
-    name = None
-    for line in text.splitlines():
-        head = _HEAD.match(line)
-        if head:
-            name = "ENTRY" if line.startswith("ENTRY") else head.group(1)
-            comps[name] = []
-        elif name is not None and line.strip() != "}":
-            comps[name].append(line)
-    return comps
 
 
 def array_type(line: str) -> tuple[np.dtype, tuple[int, ...]] | None:
@@ -50,7 +34,7 @@ def buffer_bytes(line: str) -> int:
 def buffers(text: str) -> list[str]:
     """Instruction lines that own a buffer: those outside the computations a fusion or a
     reduction applies (their values live in registers, not in HBM)."""
-    comps = computations(text)
+    comps, _ = computations(text)
     inner = set(re.findall(r"(?:calls|to_apply)=%([\w.\-]+)", text))
     return [line for name, lines in comps.items() if name not in inner for line in lines]
 
@@ -67,13 +51,15 @@ def user_lines(text: str, frames, code, lines=None) -> list[tuple[int, str]]:
     return found
 
 
-def _invariant_slots(lines: list[str]) -> tuple[str | None, set[int]]:
-    """(the body's parameter, tuple slots the body passes through unchanged)."""
-    param = next((_NAME.match(x).group(1) for x in lines if "parameter(0)" in x), None)
-    root = next((x for x in lines if x.lstrip().startswith("ROOT") and " tuple(" in x), None)
+def _invariant_slots(defined: dict[str, str]) -> tuple[str | None, set[int]]:
+    """(the body's parameter, tuple slots the body passes through unchanged); `defined`:
+    instruction name -> line, over the body."""
+    param = next((n for n, x in defined.items() if "parameter(0)" in x), None)
+    root = next(
+        (x for x in defined.values() if x.lstrip().startswith("ROOT") and " tuple(" in x), None
+    )
     if param is None or root is None:
         return param, set()
-    defined = {_NAME.match(x).group(1): x for x in lines if _NAME.match(x)}
     slots = set()
     for i, name in enumerate(operands(root)):
         gte = _GTE.search(defined.get(name, ""))
@@ -85,8 +71,8 @@ def _invariant_slots(lines: list[str]) -> tuple[str | None, set[int]]:
 def loop_invariant(lines: list[str], name: str) -> bool:
     """Whether instruction `name` of a loop body computes the same value on every trip: it
     reads only constants and the tuple slots the body passes through unchanged."""
-    param, slots = _invariant_slots(lines)
-    defined = {_NAME.match(x).group(1): x for x in lines if _NAME.match(x)}
+    defined = instructions("\n".join(lines))
+    param, slots = _invariant_slots(defined)
     memo: dict[str, bool] = {}
 
     def same(n: str, depth: int) -> bool:

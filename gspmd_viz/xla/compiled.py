@@ -173,7 +173,7 @@ _CALLED = re.compile(r"(?:body|condition|calls|to_apply|branch_computations=\{[^
 _TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
-def _computations(text: str) -> tuple[dict[str, list[str]], str | None]:
+def computations(text: str) -> tuple[dict[str, list[str]], str | None]:
     """computation name -> its lines, and the ENTRY computation's name."""
     comps: dict[str, list[str]] = {}
     name = entry = None
@@ -235,7 +235,7 @@ def parse_hlo(text: str, mesh: Mesh | None = None) -> list[Collective]:
 def parse_hlo_lines(text: str, mesh: Mesh | None = None) -> list[tuple[str, Collective]]:
     """`parse_hlo`, each collective with the HLO line it was read from (its metadata names
     the op and stack frame that made it)."""
-    comps, entry = _computations(text)
+    comps, entry = computations(text)
     slicing = slicing_computations(comps)
     if entry is None:  # a bare list of instructions
         comps = {"": text.splitlines()}
