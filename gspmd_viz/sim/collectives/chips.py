@@ -57,7 +57,7 @@ class Chip:
 _HOP_S = 1e-6
 _GiB = 2**30
 _BOOK = "scaling book (tpus.md) table"
-_CLOUD = "cloud.google.com/tpu/docs"
+CLOUD_DOCS = "cloud.google.com/tpu/docs"  # the TPU system-architecture pages cited below
 
 # name: Chip(name, bf16 FLOP/s, HBM bytes, HBM B/s, ICI B/s per link one way, hop s, ...)
 CHIPS: dict[str, Chip] = {
@@ -72,14 +72,14 @@ CHIPS: dict[str, Chip] = {
     # Google Cloud TPU v4 docs: int8 275 TOP/s (same as bf16).
     "tpu-v4": Chip("tpu-v4", 2.75e14, 32 * _GiB, 1.2e12, 4.5e10, _HOP_S,
                     ici_links=6, peak_by_dtype=(("int8", 2.75e14),),
-                    source=f"{_BOOK}; int8: {_CLOUD}/v4"),
+                    source=f"{_BOOK}; int8: {CLOUD_DOCS}/v4"),
     # TPU v5e. Scaling book: 16 GB (Cloud: 16 GiB), 8.1e11 B/s, 1.97e14 FLOP/s, ICI 4.5e10 B/s per
     # link one way; 2-D torus (16x16 pod), 4 links.
     # Google Cloud v5e docs: 197 TFLOP/s bf16, 393 TOP/s int8, 16 GB at 819 GB/s, 400 GB/s
     # bidirectional ICI per chip over 4 ports.
     "tpu-v5e": Chip("tpu-v5e", 1.97e14, 16 * _GiB, 8.1e11, 4.5e10, _HOP_S,
                     ici_links=4, peak_by_dtype=(("int8", 3.93e14),),
-                    source=f"{_BOOK}; int8: {_CLOUD}/v5e"),
+                    source=f"{_BOOK}; int8: {CLOUD_DOCS}/v5e"),
     # TPU v5p. Scaling book: 96 GB, 2.8e12 B/s, 4.59e14 FLOP/s, ICI 9e10 B/s one way per link
     # (Google Cloud v5p docs: 95 GiB, 2765 GB/s, 459 TFLOP/s, 1200 GB/s bidirectional ICI per
     # chip over 6 links = 1e11 B/s per link per direction; we keep the scaling book's ICI figure
@@ -87,19 +87,20 @@ CHIPS: dict[str, Chip] = {
     # Google Cloud TPU7x page's comparison table: v5p FP8 459 TFLOP/s (no faster than bf16).
     "tpu-v5p": Chip("tpu-v5p", 4.59e14, 95 * _GiB, 2.8e12, 9.0e10, _HOP_S,
                     ici_links=6, peak_by_dtype=(("fp8", 4.59e14),),
-                    source=f"{_BOOK}; HBM size, fp8: {_CLOUD}/v5p"),
+                    source=f"{_BOOK}; HBM size, fp8: {CLOUD_DOCS}/v5p"),
     # TPU v6e (Trillium). Google Cloud v6e / TPU7x pages: 918 TFLOP/s bf16, 1836 TOP/s int8,
     # 32 GiB HBM at 1640 GB/s, 800 GB/s bidirectional ICI per chip, 4 ports; ICI per link one
     # way 9e10 B/s from the scaling book table. 2-D torus (16x16 pod).
     "tpu-v6e": Chip("tpu-v6e", 9.18e14, 32 * _GiB, 1.64e12, 9.0e10, _HOP_S,
                     ici_links=4, peak_by_dtype=(("int8", 1.836e15),),
-                    source=f"{_CLOUD}/v6e; ICI per link: {_BOOK}"),
+                    source=f"{CLOUD_DOCS}/v6e; ICI per link: {_BOOK}"),
     # TPU7x (Ironwood). Google Cloud TPU7x page: 2307 TFLOP/s bf16, 4614 TFLOP/s fp8, 192 GiB
     # HBM at 7380 GB/s, 1200 GB/s bidirectional ICI per chip. SECONDARY/DERIVED: a 3-D torus of
     # 6 links per chip (press reports), so 1200 / 2 / 6 = 1e11 B/s per link one way.
     "tpu7x": Chip("tpu7x", 2.307e15, 192 * _GiB, 7.38e12, 1.0e11, _HOP_S,
                     ici_links=6, peak_by_dtype=(("fp8", 4.614e15),),
-                    source=f"{_CLOUD}/tpu7x; ICI per link derived, 6 links assumed (secondary)"),
+                    source=f"{CLOUD_DOCS}/tpu7x; ICI per link derived, "
+                           "6 links assumed (secondary)"),
 }  # fmt: skip
 
 

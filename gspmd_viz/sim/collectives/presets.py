@@ -23,6 +23,7 @@ import dataclasses
 import math
 import re
 
+from gspmd_viz.sim.collectives.chips import CLOUD_DOCS
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.topology import PRESETS, Topology, torus
 from gspmd_viz.sim.collectives.topology import preset as classic_preset
@@ -67,28 +68,27 @@ _SHAPES_2D = ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
 # Google Cloud v4 / v5p tables: slices smaller than one 4x4x4 cube
 _SUB_CUBE = {(2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4)}
 
-_CLOUD = "cloud.google.com/tpu/docs"
 GENERATIONS = {
     g.name: g
     for g in [
         Generation("tpu-v5e", "tpu-v5e", 2, 256, (16, 16),
-                   f"scaling book tpus.md (wrap rule); {_CLOUD}/v5e (16x16, 4 ICI ports)"),
+                   f"scaling book tpus.md (wrap rule); {CLOUD_DOCS}/v5e (16x16, 4 ICI ports)"),
         Generation("tpu-v6e", "tpu-v6e", 2, 256, (16, 16),
-                   f"scaling book tpus.md (wrap rule); {_CLOUD}/v6e (16x16)"),
+                   f"scaling book tpus.md (wrap rule); {CLOUD_DOCS}/v6e (16x16)"),
         Generation("tpu-v4", "tpu-v4", 3, 4096, (16, 16, 16),
-                   f"scaling book tpus.md (cubes, OCS); {_CLOUD}/v4 (4096 chips)"),
+                   f"scaling book tpus.md (cubes, OCS); {CLOUD_DOCS}/v4 (4096 chips)"),
         Generation("tpu-v5p", "tpu-v5p", 3, 8960, (16, 20, 28),
-                   f"scaling book tpus.md (16x20x28 pod); {_CLOUD}/v5p (8960 chips)"),
+                   f"scaling book tpus.md (16x20x28 pod); {CLOUD_DOCS}/v5p (8960 chips)"),
         # SECONDARY: Cloud gives 9,216 chips per pod and a 3-D torus with OCS; the 16x24x24
         # shape (144 cubes) is our assumption, not a published figure.
         Generation("tpu7x", "tpu7x", 3, 9216, (16, 24, 24),
-                   f"{_CLOUD}/tpu7x (9216 chips); 16x24x24 shape assumed (secondary)"),
+                   f"{CLOUD_DOCS}/tpu7x (9216 chips); 16x24x24 shape assumed (secondary)"),
     ]
 }  # fmt: skip
 # named pods: name -> (generation, shape)
 NAMED = {f"{g.name}-{g.max_chips}": (g.name, g.pod_shape) for g in GENERATIONS.values()}
 
-_NAME = re.compile(r"^(tpu-v5e|tpu-v6e|tpu-v4|tpu-v5p|tpu7x)-(\d+(?:x\d+)*)$")
+_NAME = re.compile(rf"^({'|'.join(map(re.escape, GENERATIONS))})-(\d+(?:x\d+)*)$")
 
 
 def parse(name: str) -> tuple[Generation, tuple[int, ...]]:
