@@ -26,16 +26,20 @@ __all__ = ["SpatialProgram", "spatial_program"]
 
 @dataclasses.dataclass(frozen=True)
 class SpatialProgram:
-    """`program(*inputs)` runs the partitioned function; `permutes` are its halo exchanges;
-    `spmd` is the per-device program (gv.partition's record: instructions, collectives)."""
+    """`spmd` is the per-device program (gv.partition's record: instructions, collectives;
+    `spmd(*inputs)` runs it); `permutes` are its halo exchanges."""
 
-    program: Callable
+    spmd: object
     inputs: tuple
     permutes: tuple[HaloPermute, ...]
-    spmd: object
+
+    @property
+    def program(self) -> Callable:
+        """The partitioned function, called on `inputs`."""
+        return self.spmd
 
     def __call__(self):
-        return self.program(*self.inputs)
+        return self.spmd(*self.inputs)
 
     @property
     def collectives(self):
@@ -57,4 +61,4 @@ def spatial_program(fn, x, *weights, mesh: Mesh, axes: Mapping[int, str]) -> Spa
 
     spmd = Partitioner(propagate(trace(annotated, x, *weights)), None, follow=True).run()
     permutes = tuple(p for ins in spmd.instructions if isinstance(ins, Halo) for p in ins.permutes)
-    return SpatialProgram(spmd, (x, *weights), permutes, spmd)
+    return SpatialProgram(spmd, (x, *weights), permutes)
