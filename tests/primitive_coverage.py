@@ -63,7 +63,7 @@ def emitted() -> dict[str, set[str]]:
     return out
 
 
-REGIONS = ("scan", "while", "cond")  # core/builder.py keeps these as regions
+REGIONS = ("scan", "while", "cond")  # core/program/jaxpr_walk.py keeps these as regions
 UNSPLITTABLE = {  # primitive -> why it has no factor rule (a new one here fails the test)
     "eig": "a matrix decomposes whole (batch dims could split: not modelled)",
     "platform_index": "no operand and a 0-d result: nothing to split",

@@ -284,7 +284,7 @@ def test_an_update_before_a_segment_sum_moves_rows_to_columns(spec, at, k):
     so it gathered them for a segment_sum that asked for whole rows (320 B). XLA moves rows to
     columns (all-to-all) and gathers the [k, 8] sum (120 B at k=1). Now the update's rows move
     to columns (split.rehomed) and the segment_sum, its only reader, is costed as taking
-    columns as they come (core/lookahead.py)."""
+    columns as they come (core/partition/lookahead.py)."""
     mesh = gv.Mesh({"z": 6, "w": 1, "y": 1})
 
     def f(h, u, ids):
@@ -318,8 +318,8 @@ def test_a_clamped_dynamic_slice_before_a_reshard_reads_the_clamped_rows(start):
 def test_an_annotated_constant_is_made_again_where_it_is_needed():
     """jnp.where(mask, h, zero) with the mask and an annotated zeros split by columns and h by
     rows: the select ran on both splits and gathered its f32 result (192 B); XLA gathers the
-    pred mask (48 B) and makes the zeros where they are read. So do we now (core/remake.py):
-    no collective moves a value made from scalars."""
+    pred mask (48 B) and makes the zeros where they are read. So do we now
+    (core/partition/remake_scalars.py): no collective moves a value made from scalars."""
     mesh = gv.Mesh({"x": 2, "y": 4})
 
     def f(h, g):

@@ -1,4 +1,4 @@
-"""The ledger at two sizes (viz/ledger_sizes.py) and the zoo at real sizes (examples.real):
+"""The ledger at two sizes (viz/ledger/sizes.py) and the zoo at real sizes (examples.real):
 with FSDP-style annotations the MLP's first matmul moves its activations at a few tokens and
 gathers its weight at many, flipping where the two ways' wire bytes (closed forms) cross."""
 

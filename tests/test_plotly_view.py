@@ -1,5 +1,5 @@
-"""PlotlyView (viz/plotly_view.py): the figure is widget state the front end redraws in place;
-a hidden plotly output makes JupyterLab load plotly.js. The drawing itself is checked in
+"""PlotlyView (viz/common/plotly_view.py): the figure is widget state the front end redraws in
+place; a hidden plotly output makes JupyterLab load plotly.js. The drawing itself is checked in
 Chromium by the lesson 01 and 07 browser tests (the editor's and training widget's figures)."""
 
 import json

@@ -1,7 +1,7 @@
 """A matmul's operands and result, or one array before and after a reshard, as per-device blocks.
 
 Lesson 03 compares the ways of splitting `C = A @ B`. Each array is drawn as its grid of blocks
-(`viz/blocks.py`: the blocks the layout figure draws), each block labelled with the devices that
+(`arrays/blocks.py`: the blocks the layout figure draws), each block labelled with the devices that
 hold it and coloured by the first of them; the arrow from the operands to the result carries the
 collectives the partitioner inserted. A static picture: it reads without a kernel.
 """

@@ -8,7 +8,7 @@ collective-permutes `halo_permutes` records; ``svg(sc, step)`` draws one step of
 Devices are drawn apart ("exploded"), each box holding its own shard plus the halo strips it
 receives, coloured by the device they come from; arrows are the permute's (source, target)
 pairs with the bytes each link carries. A 1-D signal is an image one row high. Frames only read
-the scene; `HaloWidget` (viz/halo.py) is a step index over it plus the controls.
+the scene; `HaloWidget` (halo/widget.py) is a step index over it plus the controls.
 """
 
 from __future__ import annotations

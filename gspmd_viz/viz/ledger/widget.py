@@ -1,12 +1,12 @@
 """The collective ledger: where the partitioned program communicates, and what it costs.
 
-The program graph (viz/graph.py, drawn at 100%) with every collective written on the edge that
-needs it (the label tied to its edge by a leader line), a table of collectives (kind, mesh axes,
-per-device shape, wire bytes, time on a chosen TPU generation with the mesh placed on a TPU
-slice: sim.placement), the
-per-device compute and communication time on that chip, and a device picker that shows what
-one device holds. Everything is replayed from `spmd` (the partitioner's record); nothing is
-recomputed. `ledger_text` is the same content as text (what tests assert).
+The program graph (common/program_graph.py, drawn at 100%) with every collective written on
+the edge that needs it (the label tied to its edge by a leader line), a table of collectives
+(kind, mesh axes, per-device shape, wire bytes, time on a chosen TPU generation with the mesh
+placed on a TPU slice: sim.placement), the per-device compute and communication time on that
+chip, and a device picker that shows what one device holds. Everything is replayed from `spmd`
+(the partitioner's record); nothing is recomputed. `ledger_text` is the same content as text
+(what tests assert).
 """
 
 from __future__ import annotations
