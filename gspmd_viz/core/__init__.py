@@ -35,7 +35,7 @@ Module order:
   propagation.record propagation.algorithm
   reshard.permute_rounds reshard.steps reshard.planner
   halo.rounds halo.arithmetic halo.exchange halo.windowed_ops halo.block_moves
-  spmd.instructions spmd.loops_branches spmd.local_ops spmd.reshard_kernels spmd.local_kernels
+  spmd.instructions spmd.loops_branches spmd.local_ops spmd.local_kernels spmd.reshard_kernels
   spmd.reduce_combine spmd.checkpoint_barriers spmd.processes spmd.run
   cost.split_cost cost.staged_bytes cost.plan_cost
   partition.choose_split partition.partitioner_state partition.follow_xla partition.lookahead

@@ -10,6 +10,11 @@ from gspmd_viz.core.rules.registry import entry_for
 from gspmd_viz.core.spmd.local_ops import Lookup, Mask, Offset, WriteAt
 
 
+def axis_index(axes):
+    """Linear index of this device along `axes` (major first), as jax numbers them."""
+    return jax.lax.axis_index(tuple(axes)) if axes else 0
+
+
 def _shard_start(axes, local_size: int):
     return jax.lax.axis_index(tuple(axes)) * local_size
 
@@ -41,7 +46,7 @@ def local_indices(indices, lookup: Lookup):
         outside |= (i < 0) | (i > d.last)
         local = i - _shard_start(d.axes, d.local).astype(indices.dtype)
         valid &= (local >= 0) & (local < d.local)
-        first &= (jax.lax.axis_index(tuple(d.axes)) if d.axes else 0) == 0
+        first &= axis_index(d.axes) == 0
         indices = indices.at[..., d.component].set(local)
     if lookup.mode == "fill":
         for d in lookup.dims:  # -1 is out of range in every block: the local gather fills

@@ -6,11 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gspmd_viz.core.reshard.permute_rounds import moving, permute_rounds
-
-
-def _axis_index(axes):
-    """Linear index of this device along `axes` (major first), as jax numbers them."""
-    return jax.lax.axis_index(tuple(axes)) if axes else 0
+from gspmd_viz.core.spmd.local_kernels import axis_index
 
 
 def fit_dim(x, dim: int, size: int):
@@ -37,7 +33,7 @@ def _slice(step, x, shape):
     n = step.after.dim_shards(d) // step.before.dim_shards(d)
     x = fit_dim(x, d, max(x.shape[d], n * size))
     # [k] -> dynamic_slice(axes) -> [k / n]
-    return jax.lax.dynamic_slice_in_dim(x, _axis_index(step.axes) * size, size, axis=d)
+    return jax.lax.dynamic_slice_in_dim(x, axis_index(step.axes) * size, size, axis=d)
 
 
 def _all_gather(step, x, shape):
@@ -71,7 +67,7 @@ def _all_reduce(step, x, shape):
         k, n = x.shape[d], step.collective.group_size
         # [k] -> into zeros [n k] at my offset -> trim to the gathered size -> psum -> [k']
         zeros = jnp.zeros((*x.shape[:d], n * k, *x.shape[d + 1 :]), x.dtype)
-        x = jax.lax.dynamic_update_slice_in_dim(zeros, x, _axis_index(step.axes) * k, axis=d)
+        x = jax.lax.dynamic_update_slice_in_dim(zeros, x, axis_index(step.axes) * k, axis=d)
         x = fit_dim(x, d, step.collective.shape[d])
     return jax.lax.psum(x, step.axes).astype(x.dtype)  # bools: as in _reduce_scatter
 
@@ -97,7 +93,7 @@ def _swap_halves(axes, x, split: int, concat: int):
     # per place in the pair: where its own half starts, where the one it sends starts, where
     # its result starts in [got, own, got] (looked up, not computed: no index arithmetic)
     starts = jnp.asarray([[0, k, k_concat], [k, 0, 0]], np.int32)
-    mine, sent, result = _table_row(starts, _axis_index(axes))
+    mine, sent, result = _table_row(starts, axis_index(axes))
     # [.., k_concat, .., 2k, ..] -> my half, the other -> [.., k_concat, .., k, ..] each
     own = jax.lax.dynamic_slice_in_dim(x, mine, k, split, allow_negative_indices=False)
     out = jax.lax.dynamic_slice_in_dim(x, sent, k, split, allow_negative_indices=False)
