@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from gspmd_viz.launch import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -46,12 +47,6 @@ def _require_chromium() -> None:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _private_env(home: Path) -> dict[str, str]:
@@ -92,7 +87,7 @@ def lab(tmp_path_factory):
     settings = home / "app-settings"
     settings.mkdir()
     shutil.copy(QUIET, settings / "overrides.json")
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
            f"--port={port}", "--allow-root", "--IdentityProvider.token=",
            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={notebooks}",
