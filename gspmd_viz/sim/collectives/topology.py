@@ -137,10 +137,9 @@ class Topology:
         if not self.twisted:
             return np.stack([self._dim_moves(s[:, d], t[:, d], d) for d in range(self.ndim)], -1)
         twisted = [d for d in range(self.ndim) if any(self.twist[d])]
+        options = itertools.product((0, 1, -1), repeat=len(twisted))  # laps per twisted dim
         best = None
-        for laps in sorted(
-            itertools.product((0, 1, -1), repeat=len(twisted)), key=lambda laps: sum(map(abs, laps))
-        ):
+        for laps in sorted(options, key=lambda laps: sum(map(abs, laps))):
             cand = self._twisted_moves(s, t, dict(zip(twisted, laps, strict=True)))
             if best is None:
                 best = cand
@@ -155,7 +154,7 @@ class Topology:
         shift = np.zeros_like(s)  # what the crossings add to the long dims
         for d, lap in laps.items():
             out[:, d] = t[:, d] - s[:, d] + lap * self.shape[d]
-            shift[:] += lap * np.array(self.twist[d], np.int64)
+            shift += lap * np.array(self.twist[d], np.int64)
         for d in range(self.ndim):
             if d not in laps:
                 out[:, d] = self._dim_moves((s[:, d] + shift[:, d]) % self.shape[d], t[:, d], d)
