@@ -6,8 +6,10 @@ and 4096 chips (goal: 4096-chip multipod under 2 s), (2) every all-reduce algori
 time over its bandwidth lower bound on the 32x32 TPU-v3 pod (goal: best 2-D algorithm within
 1.1x for large payloads), (3) all-to-all against its bounds, (4) the goals of today's pods:
 on the 32x32 pod the fastest algorithm ("auto") for 32 KiB, 1 MiB and 1 GiB against
-max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), a 9,216-chip
-all-reduce simulated under 2 s, and every preset's figures with their sources.
+max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), each split into its
+steps' hops (sum of longest route x alpha) and bytes (sum of busiest link / beta), a 9,216-chip
+all-reduce simulated under 2 s, (5) every preset's figures with their sources, and (6) twisted
+tori against untwisted ones of the same shape: diameter, cut links, an all-to-all.
 """
 
 from __future__ import annotations
@@ -84,8 +86,10 @@ def goals():
         tl = sim.simulate(pod, "all-reduce", s, algorithm="auto", pad=True)
         bound = max(tl.lower_bound_s, latency)
         ratio = tl.time_s / bound
+        hops, nbytes = _split(tl)
         print(f"   {_b(s):>7}: {tl.algorithm:<16} {tl.time_s * 1e6:9.1f} us = {ratio:.2f}x "
-              f"(goal {goal}x: {'met' if ratio <= goal else 'NOT met'})")  # fmt: skip
+              f"(goal {goal}x: {'met' if ratio <= goal else 'NOT met'}); hops {hops * 1e6:.1f} us "
+              f"({hops / bound:.2f}x alone) + bytes {nbytes * 1e6:.1f} us")  # fmt: skip
     big = sim.preset("tpu7x-9216")
     t = wall(lambda: sim.simulate(big, "all-reduce", 2**30, "torus-3d", pad=True), repeats=1)
     print(f"   {big.describe()}: torus-3d all-reduce of 1 GiB simulated in {t:.2f} s (goal < 2 s)")
@@ -95,6 +99,24 @@ def goals():
               f"{row['bf16 TFLOP/s']:>6.0f} TFLOP/s {row['HBM GiB']:>4.0f} GiB "
               f"{row['ICI GB/s/link/dir']:>4.0f} GB/s/link  chip: {row['chip source']}; "
               f"topology: {row['topology source']}")  # fmt: skip
+
+
+def _split(tl):
+    """(seconds of hops, seconds of bytes) of a timeline: each step is its longest route's hops
+    x alpha plus its busiest link's bytes / beta."""
+    hops = sum(r.max_hops for r in tl.steps) * tl.chip.hop_latency_s
+    return hops, sum(r.max_link_bytes for r in tl.steps) / tl.chip.ici_link_bandwidth_Bps
+
+
+def twisted(nbytes=2**24):
+    print(f"\n6) twisted tori vs untwisted, all-to-all of {nbytes // 2**20} MiB/chip ('direct')")
+    for name in ("tpu-v4-4x4x8", "tpu-v5p-4x8x8", "tpu-v5p-8x8x16"):
+        for topo in (sim.preset(name), sim.preset(f"{name}-twisted")):
+            tl = sim.simulate(topo, "all-to-all", nbytes, "direct", pad=True)
+            cuts = [sim.cost.cut_links(topo, d) for d in range(topo.ndim)]
+            print(f"   {topo.name:<24} diameter {sim.cost.diameter(topo):>2}, cut links per dim "
+                  f"{cuts}: {tl.time_s * 1e6:8.1f} us (bisection bound "
+                  f"{tl.lower_bound_s * 1e6:.1f} us)")  # fmt: skip
 
 
 def _b(s):
@@ -108,4 +130,5 @@ if __name__ == "__main__":
     scaling()
     ratios()
     goals()
+    twisted()
     print(f"\nwhole benchmark: {time.perf_counter() - t0:.1f} s")

@@ -90,3 +90,58 @@ def test_classic_presets_keep_their_chip_and_default():
     v5e = sim.closed_form(sim.preset("tpu-v5e-256"), "all-reduce", 2**30)
     v6e = sim.closed_form(sim.preset("tpu-v6e-256"), "all-reduce", 2**30)
     assert v5e / v6e == pytest.approx(2, rel=0.01)  # v6e links: 9e10 B/s a direction, v5e 4.5e10
+
+
+# ----- twisted tori: v4 and v5p only, kxkx2k and kx2kx2k with k a multiple of 4 --------------
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tpu-v4-4x4x8-twisted",
+        "tpu-v5p-4x8x8-twisted",
+        "tpu-v5p-8x8x16-twisted",
+        "tpu-v4-8x16x16-twisted",
+    ],
+)
+def test_twisted_presets(name):
+    topo = sim.preset(name)
+    plain = sim.preset(name.removesuffix("-twisted"))
+    assert topo.twisted and not plain.twisted and topo.shape == plain.shape
+    assert sim.chip_of(topo) == sim.chip_of(plain) == name.split("-")[0] + "-" + name.split("-")[1]
+    assert topo.n_links == plain.n_links  # the same cables, landing elsewhere
+
+
+@pytest.mark.parametrize(
+    "name,match",
+    [("tpu-v4-4x4x4-twisted", "cannot twist a 4x4x4"), ("tpu-v5p-8x4x4-twisted", "kxkx2k"),
+     ("tpu-v5p-2x2x4-twisted", "cannot twist"), ("tpu-v5e-4x8-twisted", "no twisted tori"),
+     ("tpu7x-4x4x8-twisted", "no twisted tori"), ("tpu-v4-4x4x8-twist", "unknown topology")],
+)  # fmt: skip
+def test_shapes_that_cannot_be_twisted(name, match):
+    with pytest.raises(ValueError, match=match):
+        sim.preset(name)
+
+
+def test_twisted_all_to_all_beats_untwisted_and_respects_its_bound():
+    s = 2**24
+    twisted, plain = sim.preset("tpu-v4-4x4x8-twisted"), sim.preset("tpu-v4-4x4x8")
+    tw = sim.simulate(twisted, "all-to-all", s, "direct", pad=True)
+    un = sim.simulate(plain, "all-to-all", s, "direct", pad=True)
+    beta, alpha = tw.chip.ici_link_bandwidth_Bps, tw.chip.hop_latency_s
+    # bisection bound: half the chips' data for the other half, s/n per pair, over the cut
+    # (untwisted: the long dim's 2 x 16 links; twisted: a short dim's 2 x 32 links)
+    n = 128
+    assert un.lower_bound_s == pytest.approx(64 * 64 * s / n / (32 * beta))
+    assert tw.lower_bound_s == pytest.approx(un.lower_bound_s / 2)
+    assert tw.time_s >= tw.lower_bound_s + 6 * alpha  # the bound plus the diameter's latency
+    assert tw.time_s < un.time_s
+    assert sim.applicable(twisted, "all-to-all") == ["direct"]
+
+
+def test_rings_on_a_twisted_torus_match_their_closed_form():
+    topo = sim.preset("tpu-v5p-4x8x8-twisted")
+    assert sim.applicable(topo, "all-reduce") == ["ring", "bidirectional-ring"]
+    for name in ("ring", "bidirectional-ring"):
+        tl = sim.simulate(topo, "all-reduce", 2**20, name)
+        assert tl.time_s == pytest.approx(sim.closed_form(topo, "all-reduce", 2**20, name))
+    with pytest.raises(ValueError, match="assume untwisted wraparound"):
+        sim.simulate(topo, "all-reduce", 2**20, "torus-3d")

@@ -110,3 +110,83 @@ def test_chips_have_sources_and_overrides():
         sim.chip("tpu-v1000")
     with pytest.raises(ValueError, match="positive"):
         dataclasses.replace(fast, ici_link_bandwidth_Bps=0)
+
+
+# ----- twisted tori: links, routes, diameter and cuts against a BFS over the built links -----
+TWISTED = [(4, 4, 8), (4, 8, 8), (3, 3, 6), (3, 6, 6), (5, 5, 10)]
+
+
+def _bfs_distances(topo):
+    """[n, n] hop counts by breadth-first search over topo.link_dst (no routing involved)."""
+    n = topo.n_chips
+    nbrs = topo.link_dst.reshape(n, -1)
+    dist = np.full((n, n), -1, np.int64)
+    for s in range(n):
+        dist[s, s], frontier, hops = 0, [s], 0
+        while frontier:
+            hops += 1
+            nxt = np.unique(nbrs[frontier].ravel())
+            nxt = nxt[(nxt >= 0) & (dist[s, nxt] < 0)]
+            dist[s, nxt] = hops
+            frontier = list(nxt)
+    return dist
+
+
+@pytest.mark.parametrize("shape", TWISTED, ids=lambda s: "x".join(map(str, s)))
+def test_twisted_links_land_k_along_the_long_dims(shape):
+    topo = sim.topology.twisted_torus(shape)
+    k = min(shape)
+    assert topo.twisted and topo.kind == "twisted torus" and topo.n_links == 6 * topo.n_chips
+    for chip in range(topo.n_chips):
+        c = np.array(topo.coord(chip))
+        for d in range(3):
+            for sign in (1, -1):
+                nc = c.copy()
+                nc[d] += sign
+                if shape[d] == k and not 0 <= nc[d] < k:  # a short dim's wraparound
+                    nc += sign * np.array([k if n == 2 * k else 0 for n in shape])
+                link = topo._link_id(chip, d, 3, sign)
+                assert topo.link_dst[link] == topo.index(nc % np.array(shape))
+
+
+@pytest.mark.parametrize("shape", TWISTED, ids=lambda s: "x".join(map(str, s)))
+def test_twisted_routes_are_shortest_and_diameter_matches_bfs(shape):
+    topo = sim.topology.twisted_torus(shape)
+    bfs = _bfs_distances(topo)
+    src, dst = np.divmod(np.arange(topo.n_chips**2), topo.n_chips)
+    t_idx, links, hops = topo.route(src, dst)  # raises if a route leaves the links
+    assert (hops == bfs.ravel()).all()
+    assert (np.bincount(t_idx, minlength=len(src)) == hops).all()
+    assert sim.cost.diameter(topo) == bfs.max() == 3 * min(shape) // 2
+    plain = sim.torus(shape)
+    assert sim.cost.diameter(plain) == _bfs_distances(plain).max() > bfs.max()
+
+
+def _crossing(topo, d):
+    """Directed links from coordinate < size // 2 to >= size // 2 along dim d, counted."""
+    src = np.arange(topo.n_link_slots) // (topo.ndim * 2)
+    ok = topo.link_exists
+    half = topo.shape[d] // 2
+    a = topo.coords[src[ok], d] < half
+    b = topo.coords[topo.link_dst[ok], d] >= half
+    return int((a & b).sum())
+
+
+@pytest.mark.parametrize("shape", TWISTED, ids=lambda s: "x".join(map(str, s)))
+def test_cut_links_closed_form_counts_the_built_links(shape):
+    for topo in (sim.topology.twisted_torus(shape), sim.torus(shape)):
+        for d in range(3):
+            assert sim.cost.cut_links(topo, d) == _crossing(topo, d)
+    k, n = min(shape), int(np.prod(shape))
+    twisted = sim.topology.twisted_torus(shape)
+    # the long dims' cut gains one link per line of each short dim twisted into it
+    long = [d for d in range(3) if shape[d] == 2 * k]
+    short = [d for d in range(3) if shape[d] == k]
+    for d in long:
+        assert sim.cost.cut_links(twisted, d) == 2 * n // (2 * k) + len(short) * n // k
+
+
+@pytest.mark.parametrize("shape", [(4, 4, 4), (4, 4, 9), (8, 4, 4), (4, 8), (2, 2, 4)])
+def test_untwistable_shapes_are_refused(shape):
+    with pytest.raises(ValueError, match="twisted torus needs a shape kxkx2k or kx2kx2k"):
+        sim.topology.twisted_torus(shape)

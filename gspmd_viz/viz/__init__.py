@@ -1,5 +1,5 @@
 """Figures and widgets that replay what core and sim recorded: one folder per view (arrays,
-propagation, ledger, halo, torus, pipeline, training, explain), what they share in common/,
+propagation, ledger, halo, torus, twisted, pipeline, training, explain), what they share in common/,
 and export.py, which writes every lesson as an offline page.
 
 `show(obj)` displays a plotly figure, a graphviz graph or a widget and leaves a static picture

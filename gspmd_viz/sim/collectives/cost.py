@@ -111,7 +111,11 @@ def _segment_at(segments, step):
     return None
 
 
-def _diameter(topo):
+def diameter(topo: Topology) -> int:
+    """Hops between the farthest two chips. Twisted kxkx2k and kx2kx2k tori: floor(3k/2), where
+    the untwisted torus of the same shape has 2k and 5k/2 (checked against a BFS in tests)."""
+    if topo.twisted:
+        return 3 * min(topo.shape) // 2
     return sum(n // 2 if w else n - 1 for n, w in zip(topo.shape, topo.wrap, strict=True))
 
 
@@ -125,25 +129,38 @@ def naive_time(topo, kind, s, beta, alpha):
         n, w = topo.shape[d], topo.wrap[d]
         return topo.n_chips // n * (n // 2 if w else n - 1)
 
-    hop_time = _diameter(topo) * alpha
+    hop_time = diameter(topo) * alpha
     gather = funnel(active[-1]) * s / beta + hop_time  # last leg of every route ends at chip 0
     bcast = funnel(active[0]) * s / beta + hop_time  # first leg of every route leaves chip 0
     return gather + bcast
 
 
 def all_to_all_time(topo, kind, s, beta, alpha):
-    """The busiest link of dimension-ordered shortest routes, and the diameter in hops."""
+    """The busiest link of dimension-ordered shortest routes, and the diameter in hops.
+
+    A twisted torus has no per-dim count: its busiest link is measured by routing every pair
+    once (as ``_ring_embedding`` measures an odd ring)."""
     n_chips = topo.n_chips
+    if topo.twisted:
+        src, dst = np.divmod(np.arange(n_chips * n_chips), n_chips)
+        routes = np.bincount(topo.route(src, dst)[1]).max(initial=0)
+        return routes * s / n_chips / beta + diameter(topo) * alpha
     loads = [
         n_chips // n * _a2a_line_load(n, w) * s / n_chips
         for n, w in zip(topo.shape, topo.wrap, strict=True)
         if n > 1
     ]
-    return max(loads, default=0.0) / beta + _diameter(topo) * alpha
+    return max(loads, default=0.0) / beta + diameter(topo) * alpha
 
 
-def _cut_links(topo, d):
-    return topo.n_chips // topo.shape[d] * (2 if topo.wrap[d] else 1)
+def cut_links(topo: Topology, d: int) -> int:
+    """Directed links from one half of dim d to the other (the cut between coordinates
+    size // 2 - 1 and size // 2): two per line of a wrapped dim, one without wraparound, plus,
+    on a twisted torus, one per line of every short dim whose wraparound moves along d."""
+    lines = topo.n_chips // topo.shape[d]
+    twisted = sum(topo.n_chips // topo.shape[t] for t in range(topo.ndim)
+                  if topo.twisted and topo.twist[t][d])  # fmt: skip
+    return lines * (2 if topo.wrap[d] else 1) + twisted
 
 
 def lower_bound(
@@ -173,7 +190,7 @@ def lower_bound(
             "all-gather": b / n * s,
             "all-to-all": a * b * s / n,
         }[kind]
-        best = max(best, crossing / (_cut_links(topo, d) * beta))
+        best = max(best, crossing / (cut_links(topo, d) * beta))
     return best
 
 
@@ -184,7 +201,7 @@ def latency_bound(topo: Topology, chip: str | Chip = "tpu-v3") -> float:
     all-to-all's chunk), and a step lasts at least its longest route's hops x alpha, so the steps
     along the farthest pair's chain add up to at least the diameter in hops.
     """
-    return _diameter(topo) * get_chip(chip).hop_latency_s
+    return diameter(topo) * get_chip(chip).hop_latency_s
 
 
 def scaling_book_time(

@@ -8,8 +8,11 @@
 - v4, v5p, TPU7x (3-D): a slice made of whole 4x4x4 cubes (every axis a multiple of 4) is a
   torus on every axis, joined through optical circuit switches; a slice smaller than a cube has
   no wraparound at all, which "typically doubles" communication time [scaling book ``tpus.md``;
-  Google Cloud v4 / v5p pages]. Twisted tori (4x4x8, 4x8x8 on v4/v5p) are NOT modelled: we
-  build the untwisted torus of the same shape.
+  Google Cloud v4 / v5p pages].
+- Twisted tori (v4, v5p): a slice of shape kxkx2k or kx2kx2k, every axis a multiple of 4 (Google
+  Cloud v4 docs: "2A=B=C or 2A=2B=C"; the v5p table marks 4x4x8, 4x8x8, 8x8x16, 8x16x16 as
+  twistable) may be wired twisted: add ``-twisted`` to the name (``tpu-v4-4x4x8-twisted``). Its
+  short axes' wraparound lands k chips along the long axes (``topology.twisted_torus``).
 
 Named pods: ``tpu-v5e-256``, ``tpu-v6e-256`` (16x16), ``tpu-v4-4096`` (16x16x16, 64 cubes),
 ``tpu-v5p-8960`` (16x20x28, the scaling book's pod), ``tpu7x-9216``. A 2-D name may give the
@@ -25,7 +28,7 @@ import re
 
 from gspmd_viz.sim.collectives.chips import CLOUD_DOCS
 from gspmd_viz.sim.collectives.chips import chip as get_chip
-from gspmd_viz.sim.collectives.topology import PRESETS, Topology, torus
+from gspmd_viz.sim.collectives.topology import PRESETS, Topology, torus, twisted_torus
 from gspmd_viz.sim.collectives.topology import preset as classic_preset
 
 
@@ -37,6 +40,7 @@ class Generation:
     max_chips: int
     pod_shape: tuple[int, ...]
     source: str  # where its topology rules come from
+    twists: bool = False  # offers twisted tori (kxkx2k, kx2kx2k)
 
     def wrap(self, shape: tuple[int, ...]) -> tuple[bool, ...]:
         """The wraparound this generation gives a slice of `shape` (see the module docstring)."""
@@ -53,6 +57,18 @@ class Generation:
                 return
         raise ValueError(f"{self.name} does not offer a {'x'.join(map(str, shape))} slice; "
                          f"{self.offers()}")  # fmt: skip
+
+    def check_twist(self, shape: tuple[int, ...]) -> None:
+        """Raise a ValueError unless this generation offers `shape` as a twisted torus."""
+        k = min(shape)
+        if not self.twists:
+            raise ValueError(f"{self.name} offers no twisted tori (v4 and v5p do)")
+        if k % 4 or shape not in ((k, k, 2 * k), (k, 2 * k, 2 * k)):
+            dims = "x".join(map(str, shape))
+            raise ValueError(
+                f"{self.name} cannot twist a {dims} slice: twisted tori are kxkx2k or kx2kx2k "
+                "with k a multiple of 4 (4x4x8, 4x8x8, 8x8x16, ...)"
+            )
 
     def offers(self) -> str:
         if self.ndim == 2:
@@ -76,9 +92,11 @@ GENERATIONS = {
         Generation("tpu-v6e", "tpu-v6e", 2, 256, (16, 16),
                    f"scaling book tpus.md (wrap rule); {CLOUD_DOCS}/v6e (16x16)"),
         Generation("tpu-v4", "tpu-v4", 3, 4096, (16, 16, 16),
-                   f"scaling book tpus.md (cubes, OCS); {CLOUD_DOCS}/v4 (4096 chips)"),
+                   f"scaling book tpus.md (cubes, OCS); {CLOUD_DOCS}/v4 (4096 chips, twisted "
+                   "tori)", twists=True),
         Generation("tpu-v5p", "tpu-v5p", 3, 8960, (16, 20, 28),
-                   f"scaling book tpus.md (16x20x28 pod); {CLOUD_DOCS}/v5p (8960 chips)"),
+                   f"scaling book tpus.md (16x20x28 pod); {CLOUD_DOCS}/v5p (8960 chips); "
+                   f"twisted shapes: {CLOUD_DOCS}/supported-versions", twists=True),
         # SECONDARY: Cloud gives 9,216 chips per pod and a 3-D torus with OCS; the 16x24x24
         # shape (144 cubes) is our assumption, not a published figure.
         Generation("tpu7x", "tpu7x", 3, 9216, (16, 24, 24),
@@ -88,11 +106,12 @@ GENERATIONS = {
 # named pods: name -> (generation, shape)
 NAMED = {f"{g.name}-{g.max_chips}": (g.name, g.pod_shape) for g in GENERATIONS.values()}
 
-_NAME = re.compile(rf"^({'|'.join(map(re.escape, GENERATIONS))})-(\d+(?:x\d+)*)$")
+_NAME = re.compile(rf"^({'|'.join(map(re.escape, GENERATIONS))})-(\d+(?:x\d+)*)(-twisted)?$")
 
 
 def parse(name: str) -> tuple[Generation, tuple[int, ...]]:
-    """(generation, shape) of a preset name such as ``tpu-v5p-4x4x8`` or ``tpu-v6e-256``."""
+    """(generation, shape) of a preset name such as ``tpu-v5p-4x4x8`` or ``tpu-v6e-256``
+    (a ``-twisted`` suffix is checked here; ``preset`` builds the twist)."""
     match = _NAME.match(name) if isinstance(name, str) else None
     if match is None:
         raise ValueError(f"unknown topology preset {name!r}; {known()}")
@@ -103,6 +122,8 @@ def parse(name: str) -> tuple[Generation, tuple[int, ...]]:
     if len(shape) == 1 and gen.ndim == 2:  # a chip count: the offered shape with that many
         shape = next((s for s in _SHAPES_2D if math.prod(s) == shape[0]), shape)
     gen.check(shape)
+    if match.group(3):
+        gen.check_twist(shape)
     return gen, shape
 
 
@@ -111,6 +132,8 @@ def preset(name: str) -> Topology:
     if name in PRESETS:
         return classic_preset(name)
     gen, shape = parse(name)
+    if name.endswith("-twisted"):
+        return twisted_torus(shape, name=name)
     return torus(shape, gen.wrap(shape), name=name)
 
 
@@ -123,7 +146,8 @@ def chip_of(topo: Topology) -> str:
 
 def known() -> str:
     names = [*PRESETS, *NAMED]
-    return f"known: {', '.join(names)}, or a slice such as tpu-v5e-8x16 or tpu-v5p-4x4x8"
+    return (f"known: {', '.join(names)}, or a slice such as tpu-v5e-8x16, tpu-v5p-4x4x8 or "
+            "tpu-v4-4x4x8-twisted")  # fmt: skip
 
 
 def table() -> list[dict]:

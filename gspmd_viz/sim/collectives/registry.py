@@ -38,6 +38,13 @@ class Algorithm:
     transfers: Callable[[int], int]  # about how many transfers its schedule holds, given N chips
     description: str
     unfit: Callable[[Topology], str | None] = lambda topo: None  # why it cannot run there
+    twisted_ok: bool = False  # its schedule and closed form hold on a twisted torus
+
+    def why_not(self, topo: Topology) -> str | None:
+        """Why it cannot run on `topo` (None when it can)."""
+        if topo.twisted and not self.twisted_ok:
+            return "its rings and closed form assume untwisted wraparound"
+        return self.unfit(topo)
 
 
 def _phased(name, orders, kinds, description):
@@ -50,7 +57,7 @@ def _phased(name, orders, kinds, description):
 def _ring(name, bidirectional, description):
     return Algorithm(name, _HALVES, ANY_RANK, partial(build.ring_like, bidirectional=bidirectional),
                      partial(cost.ring_time, bidirectional=bidirectional), lambda n: n * n,
-                     description)  # fmt: skip
+                     description, twisted_ok=True)  # fmt: skip
 
 
 _ENTRIES = [
@@ -69,7 +76,8 @@ _ENTRIES = [
               lambda n: 2 * n, "sum everything on chip 0, then send the sum to everyone"),
     Algorithm("direct", ("all-to-all",), ANY_RANK, build.all_to_all_direct, cost.all_to_all_time,
               lambda n: n * n,
-              "every chip sends each other chip its chunk at once (dimension-ordered routes)"),
+              "every chip sends each other chip its chunk at once (dimension-ordered routes)",
+              twisted_ok=True),
     Algorithm("recursive-doubling", ("all-reduce",), ANY_RANK, log.recursive_doubling,
               log.recursive_doubling_time, lambda n: n * max(n.bit_length(), 1),
               "log2(N) steps: swap the whole buffer with the chip 1, 2, 4, ... away and add",
@@ -109,8 +117,8 @@ def algorithms(kind: str = "all-reduce") -> list[str]:
 
 def applicable(topo: Topology, kind: str = "all-reduce") -> list[str]:
     """Algorithms of `kind` that run on `topo` (e.g. torus-3d needs a 3-D topology)."""
-    return [n for n in algorithms(kind)
-            if topo.ndim in ALGORITHMS[n].ranks and ALGORITHMS[n].unfit(topo) is None]  # fmt: skip
+    entries = [ALGORITHMS[n] for n in algorithms(kind)]
+    return [a.name for a in entries if topo.ndim in a.ranks and a.why_not(topo) is None]
 
 
 def choose(topo: Topology, kind: str, nbytes: float, chip: str | Chip) -> tuple[str, str]:
@@ -151,7 +159,7 @@ def lookup(name: str, kind: str | None, topo: Topology | None = None) -> Algorit
     if topo is not None and topo.ndim not in entry.ranks:
         ranks = " or ".join(f"{r}-D" for r in entry.ranks)
         raise ValueError(f"algorithm {name!r} needs a {ranks} topology, got shape {topo.shape}")
-    reason = entry.unfit(topo) if topo is not None else None
+    reason = entry.why_not(topo) if topo is not None else None
     if reason:
         raise ValueError(f"algorithm {name!r} cannot run on shape {topo.shape}: {reason}")
     return entry

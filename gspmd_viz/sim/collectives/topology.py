@@ -7,12 +7,19 @@ bidirectional cable is two links, each with the full per-direction bandwidth.
 
 A dim of size 2 has only one cable between its two chips, so wraparound is meaningless there:
 ``wrap`` is normalised to False for dims of size <= 2 (size 1 dims have no links at all).
+
+A *twisted* torus (``twisted_torus``) moves where some wraparound links land: crossing the
+wraparound of a short dim (size k) also moves k chips along every long dim (size 2k). This is the
+rectangular / prismatic twisted torus of Camara et al., "Twisted Torus Topologies for Enhanced
+Interconnection Networks", IEEE TPDS 21(12), 2010, which TPU v4 and v5p slices of shape kxkx2k
+or kx2kx2k can be wired as (Google Cloud TPU v4 docs, "Twisted tori topologies").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 
 import numpy as np
 
@@ -24,6 +31,13 @@ class Topology:
     shape: tuple[int, ...]
     wrap: tuple[bool, ...]
     name: str = ""
+    # per dim: the move along every dim made when crossing this dim's wraparound in the +
+    # direction (minus it going -); () or all zeros for an ordinary torus
+    twist: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def twisted(self) -> bool:
+        return any(any(t) for t in self.twist)
 
     # ----- sizes and coordinates -------------------------------------------------------------
     @property
@@ -68,16 +82,19 @@ class Topology:
         for d, (n, w) in enumerate(zip(self.shape, self.wrap, strict=True)):
             if n == 1:
                 continue
-            c = self.coords[:, d]
             for sign in (1, -1):
-                nc = c + sign
-                ok = (nc >= 0) & (nc < n)
+                moved = self.coords.copy()  # [n_chips, ndim]
+                moved[:, d] += sign
+                ok = (moved[:, d] >= 0) & (moved[:, d] < n)
                 if w:
+                    moved[~ok] += sign * np.array(self._twist_of(d), np.int64)
                     ok[:] = True
-                    nc = nc % n
                 lid = self._link_id(chips, d, self.ndim, sign)
-                out[lid[ok]] = (chips + (nc - c) * self.strides[d])[ok]
+                out[lid[ok]] = (moved[ok] % np.array(self.shape)) @ self.strides
         return out
+
+    def _twist_of(self, d: int) -> tuple[int, ...]:
+        return self.twist[d] if self.twist else (0,) * self.ndim
 
     @property
     def link_exists(self) -> np.ndarray:
@@ -108,13 +125,45 @@ class Topology:
         fwd = delta % n
         return np.where(fwd <= n // 2, fwd, fwd - n)
 
-    def distance(self, src, dst) -> np.ndarray:
-        """Hops of the dimension-ordered route from src to dst (arrays of chip ids)."""
-        s, t = self.coords[np.asarray(src)], self.coords[np.asarray(dst)]
-        total = 0
+    def moves(self, src, dst) -> np.ndarray:
+        """[n, ndim] signed hops per dim of the shortest route from src[i] to dst[i].
+
+        Ordinary torus: each dim independently, the shorter way round. Twisted: each short dim
+        goes straight, the other way round, or once all the way round (each crossing of its
+        wraparound also moves the long dims), then the long dims go the shorter way round; the
+        fewest hops win (ties: the fewest crossings)."""
+        s = self.coords[np.asarray(src, np.int64)].reshape(-1, self.ndim)
+        t = self.coords[np.asarray(dst, np.int64)].reshape(-1, self.ndim)
+        if not self.twisted:
+            return np.stack([self._dim_moves(s[:, d], t[:, d], d) for d in range(self.ndim)], -1)
+        twisted = [d for d in range(self.ndim) if any(self.twist[d])]
+        options = itertools.product((0, 1, -1), repeat=len(twisted))  # laps per twisted dim
+        best = None
+        for laps in sorted(options, key=lambda laps: sum(map(abs, laps))):
+            cand = self._twisted_moves(s, t, dict(zip(twisted, laps, strict=True)))
+            if best is None:
+                best = cand
+            else:
+                better = np.abs(cand).sum(1) < np.abs(best).sum(1)
+                best[better] = cand[better]
+        return best
+
+    def _twisted_moves(self, s, t, laps: dict[int, int]) -> np.ndarray:
+        """Moves when each twisted dim d crosses its wraparound laps[d] times (-1, 0 or +1)."""
+        out = np.zeros_like(s)
+        shift = np.zeros_like(s)  # what the crossings add to the long dims
+        for d, lap in laps.items():
+            out[:, d] = t[:, d] - s[:, d] + lap * self.shape[d]
+            shift += lap * np.array(self.twist[d], np.int64)
         for d in range(self.ndim):
-            total = total + np.abs(self._dim_moves(s[..., d], t[..., d], d))
-        return total
+            if d not in laps:
+                out[:, d] = self._dim_moves((s[:, d] + shift[:, d]) % self.shape[d], t[:, d], d)
+        return out
+
+    def distance(self, src, dst) -> np.ndarray:
+        """Hops of the shortest dimension-ordered route from src to dst (arrays of chip ids)."""
+        src, dst = np.broadcast_arrays(np.asarray(src), np.asarray(dst))
+        return np.abs(self.moves(src.ravel(), dst.ravel())).sum(1).reshape(src.shape)
 
     def route(self, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Dimension-ordered routes (dim 0 first) of transfers src[i] -> dst[i], vectorised.
@@ -123,15 +172,13 @@ class Topology:
         """
         src = np.asarray(src, np.int64)
         dst = np.asarray(dst, np.int64)
-        hops = np.zeros(src.shape, np.int64)
+        moves = self.moves(src, dst)  # [n, ndim]
+        hops = np.abs(moves).sum(1)
         t_idx, l_idx = [], []
         cur = src.copy()
-        sc, tc = self.coords[src], self.coords[dst]
         for d in range(self.ndim):
-            moves = self._dim_moves(sc[:, d], tc[:, d], d)
-            steps = np.abs(moves)
-            sign = np.where(moves < 0, -1, 1)
-            hops += steps
+            steps = np.abs(moves[:, d])
+            sign = np.where(moves[:, d] < 0, -1, 1)
             for h in range(int(steps.max(initial=0))):
                 act = np.nonzero(steps > h)[0]
                 lid = self._link_id(cur[act], d, self.ndim, sign[act])
@@ -147,6 +194,8 @@ class Topology:
     # ----- text --------------------------------------------------------------------------------
     @property
     def kind(self) -> str:
+        if self.twisted:
+            return "twisted torus"
         if all(self.wrap[d] or self.shape[d] <= 2 for d in range(self.ndim)) and any(self.wrap):
             return "torus"
         return "mesh" if not any(self.wrap) else "mixed torus/mesh"
@@ -155,6 +204,8 @@ class Topology:
         dims = "x".join(map(str, self.shape))
         wr = ", ".join("wrap" if w else "no wrap" for w in self.wrap)
         label = f"{self.name}: " if self.name else ""
+        if self.twisted:
+            wr = "short dims' wraparound lands k chips along the long dims"
         return f"{label}{dims} {self.kind} ({wr}), {self.n_chips} chips, {self.n_links} links"
 
     def __repr__(self):
@@ -176,6 +227,19 @@ def torus(shape, wrap=True, name: str = "") -> Topology:
         raise ValueError(f"wrap has {len(wrap)} entries but shape {shape} has {len(shape)} dims")
     wrap = tuple(w and n > 2 for w, n in zip(wrap, shape, strict=True))
     return Topology(tuple(int(n) for n in shape), wrap, name)
+
+
+def twisted_torus(shape, name: str = "") -> Topology:
+    """The twisted 3-D torus of a kxkx2k or kx2kx2k shape (k >= 3): every dim wraps, and crossing
+    the wraparound of a dim of size k also moves k chips along each dim of size 2k."""
+    shape = tuple(shape)
+    k = min(shape) if shape else 0
+    if len(shape) != 3 or k < 3 or sorted(shape) != list(shape) or set(shape) != {k, 2 * k}:
+        raise ValueError(f"a twisted torus needs a shape kxkx2k or kx2kx2k (k >= 3, in that "
+                         f"order), got {'x'.join(map(str, shape))}")  # fmt: skip
+    long = tuple(k if n == 2 * k else 0 for n in shape)
+    twist = tuple(long if n == k else (0, 0, 0) for n in shape)
+    return Topology(shape, (True,) * 3, name, twist)
 
 
 # name -> (shape, wrap, note)

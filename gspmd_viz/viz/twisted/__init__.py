@@ -1,0 +1,1 @@
+"""Twisted tori drawn: where a short axis's wraparound lands (``plane.plane_svg``)."""
