@@ -16,9 +16,10 @@ Layouts as MaxText ships them (FSDP over "data" + tensor parallel over "model"):
 [vocab@model, embed@data], q/k/v [embed@data, heads@model, ..], out [heads@model, ..,
 embed@data], MLP in [embed@data, hidden@model], out [hidden@model, embed@data], experts
 [expert@model, embed@data, hidden], tokens [batch@data]; norm scales and biases along the
-embedding stay replicated. keras-hub ships its own layout maps for some backbones
-(`LlamaBackbone.get_layout_map`, after the Gemma team's: q/k/v [embed@model, heads@data, ..]);
-these are MaxText's, the same for every family.
+embedding stay replicated.
+  llama_kh  llama with the layout keras-hub itself ships (`LlamaBackbone.get_layout_map`, after
+            the Gemma team's training config): q/k/v [embed@model, heads@data, ..], the output
+            head replicated, the rest as above
 """
 
 import os
@@ -40,25 +41,26 @@ GQA = {"num_query_heads": 8, "num_key_value_heads": 4}
 TOKENS = ("data", None)  # token ids and padding mask [batch@data, seq]
 LOGITS = ("data", None, "model")  # [batch@data, seq, vocab@model]
 
-FSDP_TP = {  # variable path (a regex, searched as keras' LayoutMap does) -> spec per dim
-    r"token_embedding/embeddings$": ("model", "data"),
-    r"token_embedding/reverse_embeddings$": ("data", "model"),
-    r"/(query|key|value|query_key_value)/kernel$": ("data", "model", None),
-    r"/query_key_value/bias$": ("model", None),
-    r"/attention_output/kernel$": ("model", None, "data"),
-    r"/feedforward_(intermediate|gate)_dense/kernel$": ("data", "model"),
-    r"/feedforward_intermediate_dense/bias$": ("model",),
-    r"/feedforward_output_dense/kernel$": ("model", "data"),
-    r"/sparse_feedforward_gate_dense/kernel$": ("data", None),  # the router [embed, expert]
-    r"/expert_feedforward_(gate|intermediate)_dense$": ("model", "data", None),
-    r"/expert_feedforward_output_dense$": ("model", None, "data"),
+FSDP_TP = {  # variable path (a regex, matched whole as keras' LayoutMap does) -> spec per dim
+    r"token_embedding/embeddings": ("model", "data"),
+    r"token_embedding/reverse_embeddings": ("data", "model"),
+    r".*/(query|key|value|query_key_value)/kernel": ("data", "model", None),
+    r".*/query_key_value/bias": ("model", None),
+    r".*/attention_output/kernel": ("model", None, "data"),
+    r".*/feedforward_(intermediate|gate)_dense/kernel": ("data", "model"),
+    r".*/feedforward_intermediate_dense/bias": ("model",),
+    r".*/feedforward_output_dense/kernel": ("model", "data"),
+    r".*/sparse_feedforward_gate_dense/kernel": ("data", None),  # the router [embed, expert]
+    r".*/expert_feedforward_(gate|intermediate)_dense": ("model", "data", None),
+    r".*/expert_feedforward_output_dense": ("model", None, "data"),
 }
 FSDP_TP_FLAT_OUT = FSDP_TP | {  # GPT-NeoX's attention output kernel is [heads * head_dim, embed]
-    r"/attention_output/kernel$": ("model", "data"),
+    r".*/attention_output/kernel": ("model", "data"),
 }
 
-MODELS = {  # name -> (causal LM class, backbone class, its arguments, layout)
+MODELS = {  # name -> (causal LM class, backbone class, its arguments, layout: None = keras-hub's)
     "llama": ("LlamaCausalLM", "LlamaBackbone", GQA, FSDP_TP),
+    "llama_kh": ("LlamaCausalLM", "LlamaBackbone", GQA, None),
     "mixtral": (
         "MixtralCausalLM",
         "MixtralBackbone",
@@ -73,10 +75,23 @@ VERSION = keras_hub.__version__
 def spec_for(path: str, layout: dict) -> tuple | None:
     """The spec of the variable at `path` (None: replicated); two matching patterns are an
     error, as in keras' LayoutMap."""
-    found = [spec for pattern, spec in layout.items() if re.search(pattern, path)]
+    found = [spec for pattern, spec in layout.items() if re.fullmatch(pattern, path)]
     if len(found) > 1:
         raise ValueError(f"variable {path!r} matches {len(found)} layout patterns")
     return found[0] if found else None
+
+
+def layout_of(name: str) -> dict:
+    """Model `name`'s layout: ours, or keras-hub's own `get_layout_map` for its backbone."""
+    _, backbone_class, _, layout = MODELS[name]
+    if layout is not None:
+        return layout
+    devices = keras.distribution.list_devices()[: MESH.size]
+    mesh = keras.distribution.DeviceMesh(tuple(MESH.sizes), MESH.axis_names, devices)
+    backbone = getattr(keras_hub.models, backbone_class)
+    shipped = backbone.get_layout_map(mesh, model_parallel_dim_name="model",
+                                      data_parallel_dim_name="data")  # fmt: skip
+    return {pattern: tuple(shipped[pattern].axes) for pattern in shipped}
 
 
 def causal_lm(name: str, seed: int = 0):
@@ -98,7 +113,7 @@ def build(name: str, seed: int = 0):
     {"token_ids", "padding_mask"} [BATCH, SEQ], every weight annotated with its layout;
     it returns the logits [BATCH, SEQ, vocabulary]."""
     model = causal_lm(name, seed)
-    layout = MODELS[name][3]
+    layout = layout_of(name)
     paths = [v.path for v in model.trainable_variables]
     specs = {path: spec_for(path, layout) for path in paths}
     fixed = [v.value for v in model.non_trainable_variables]
