@@ -10,7 +10,8 @@ Goals (issue 45): exact; bytes <= 1.0; FLOPs <= 1.05; time <= 0.15, a 2-layer mo
 The models are keras-hub's own (tests/library_models.py: llama with grouped-query
 attention and rotary embeddings, mixtral with a top-2 MoE, gpt_neox with partial rotary
 embeddings and parallel attention + MLP) at tiny sizes with random weights, each with
-MaxText's FSDP + tensor-parallel layout given per keras variable path.
+MaxText's FSDP + tensor-parallel layout given per keras variable path; llama_kh is llama
+with the layout keras-hub ships for it (LlamaBackbone.get_layout_map).
 
     PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]]
 """
