@@ -22,7 +22,9 @@ embedding stay replicated.
             head replicated, the rest as above
 """
 
+import contextlib
 import os
+import random
 import re
 
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
@@ -99,9 +101,22 @@ def causal_lm(name: str, seed: int = 0):
     if keras.config.backend() != "jax":
         raise RuntimeError(f"keras runs on {keras.config.backend()!r}: import this module first")
     lm_class, backbone_class, arguments, _ = MODELS[name]
+    with _seeded(seed):
+        backbone = getattr(keras_hub.models, backbone_class)(**SIZES, **arguments)
+        return getattr(keras_hub.models, lm_class)(backbone=backbone, preprocessor=None)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """keras' initializers draw from `seed`; python's and numpy's global generators, which
+    keras.utils.set_random_seed seeds too, are left as they were for other tests."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
     keras.utils.set_random_seed(seed)
-    backbone = getattr(keras_hub.models, backbone_class)(**SIZES, **arguments)
-    return getattr(keras_hub.models, lm_class)(backbone=backbone, preprocessor=None)
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 def _split(x, spec):
