@@ -40,6 +40,7 @@ MESH = gv.Mesh({"data": 2, "model": 4})
 BATCH, SEQ = 4, 16
 SIZES = {"vocabulary_size": 256, "num_layers": 2, "hidden_dim": 64, "intermediate_dim": 128}
 GQA = {"num_query_heads": 8, "num_key_value_heads": 4}
+MOE = {"num_experts": 4, "top_k": 2}
 TOKENS = ("data", None)  # token ids and padding mask [batch@data, seq]
 LOGITS = ("data", None, "model")  # [batch@data, seq, vocab@model]
 
@@ -63,12 +64,7 @@ FSDP_TP_FLAT_OUT = FSDP_TP | {  # GPT-NeoX's attention output kernel is [heads *
 MODELS = {  # name -> (causal LM class, backbone class, its arguments, layout: None = keras-hub's)
     "llama": ("LlamaCausalLM", "LlamaBackbone", GQA, FSDP_TP),
     "llama_kh": ("LlamaCausalLM", "LlamaBackbone", GQA, None),
-    "mixtral": (
-        "MixtralCausalLM",
-        "MixtralBackbone",
-        GQA | {"num_experts": 4, "top_k": 2},
-        FSDP_TP,
-    ),  # fmt: skip
+    "mixtral": ("MixtralCausalLM", "MixtralBackbone", GQA | MOE, FSDP_TP),
     "gpt_neox": ("GPTNeoXCausalLM", "GPTNeoXBackbone", {"num_heads": 8}, FSDP_TP_FLAT_OUT),
 }
 VERSION = keras_hub.__version__

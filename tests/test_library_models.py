@@ -1,7 +1,8 @@
 """Whole decoder models from keras-hub (tests/library_models.py: llama, mixtral, gpt_neox at
-tiny sizes, MaxText's FSDP + tensor-parallel layouts on data=2 x model=4) partitioned by
-gv.partition: each equals the unpartitioned program, and every output's sharding is XLA's.
-benchmarks/models.py prints their bytes, FLOPs, memory and times beside XLA's."""
+tiny sizes, MaxText's FSDP + tensor-parallel layouts on data=2 x model=4, and llama with
+keras-hub's own layout) partitioned by gv.partition: each equals the unpartitioned program,
+and every output's sharding is XLA's. benchmarks/models.py prints their bytes, FLOPs, memory
+and times beside XLA's."""
 
 import subprocess
 import sys
