@@ -1,25 +1,18 @@
 """Whole decoder models with production layouts (FSDP over "data" + tensor parallel over
 "model"), partitioned by us and by XLA, side by side in one run (prints; never asserts).
 
-Per model: max |ours - the unpartitioned program| ("exact" if 0), outputs' shardings ==
-XLA's propagation, ours / XLA's per device: wire bytes, FLOPs (each op once) and memory (compiled);
-and our propagate + partition time (wall, and CPU) / XLA's lower + compile of the same
-program (wall; medians, the two sides taking turns).
+Per model: max |ours - the unpartitioned program| ("exact" if 0) and the same for XLA's
+partitioned run (jax.jit; a contraction split over devices sums in another order, in both),
+outputs' shardings == XLA's propagation, ours / XLA's per device: wire bytes, FLOPs (each op
+once) and memory (compiled); and our propagate + partition time (wall, and CPU) / XLA's
+lower + compile of the same program (wall; medians, the two sides taking turns).
 Goals (issue 45): exact; bytes <= 1.0; FLOPs <= 1.05; time <= 0.15, a 2-layer model < 250 ms.
 
-The models are written in plain jax (benchmarks/model_zoo.py) at tiny sizes with random
-weights (no downloads), each block following a library's own implementation, the decoders of
-Hugging Face transformers (flax, the project's test-only extra, ships its example models
-outside its package, so none is imported from a model library here):
-  llama    LlamaForCausalLM: RMSNorm, rotary embeddings by `rotate_half` (split the head dim
-           in halves, concatenate), grouped-query attention, SwiGLU MLP, untied head
-  mixtral  MixtralForCausalLM: llama attention and a top-2 MoE of SwiGLU experts, experts
-           over "model" (dense dispatch: every expert on its tokens' combine weights)
-  gptj     GPTJForCausalLM: LayerNorm, interleaved rotary (`rotate_every_two`: stack and
-           flatten), parallel attention + MLP, multi-head attention, GELU MLP
-Layouts as MaxText ships them: embeddings [vocab@model, embed@data], q/k/v [embed@data,
-heads@model, ..], out [heads@model, .., embed@data], MLP in [embed@data, hidden@model], out
-[hidden@model, embed@data], experts [expert@model, embed@data, hidden], tokens [batch@data].
+The models are keras-hub's own (tests/library_models.py: llama with grouped-query
+attention and rotary embeddings, mixtral with a top-2 MoE, gpt_neox with partial rotary
+embeddings and parallel attention + MLP) at tiny sizes with random weights, each with
+MaxText's FSDP + tensor-parallel layout given per keras variable path; llama_kh is llama
+with the layout keras-hub ships for it (LlamaBackbone.get_layout_map).
 
     PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]]
 """
@@ -28,27 +21,34 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from model_zoo import MODELS, build  # noqa: E402  (benchmarks/ is the script's directory)
+from library_models import MESH, MODELS, VERSION, build  # noqa: E402
 
 from gspmd_viz.xla import cost as xla_cost  # noqa: E402
 from gspmd_viz.xla.compiled import lowered  # noqa: E402
 
 
-def _exact(spmd, args) -> str:
-    got, want = spmd(*args), spmd.program.unpartitioned(*args)
+def _error(got, want) -> str:
     diff = max(
         float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64))))
         for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True)
     )
     return "exact" if diff == 0 else f"{diff:.1e}"
+
+
+def _errors(spmd, f, args) -> str:
+    """Ours and XLA's max error against the unpartitioned program, as two columns."""
+    want = spmd.program.unpartitioned(*args)
+    return f"{_error(spmd(*args), want):>7} {_error(jax.jit(f)(*args), want):>7}"
 
 
 def _seconds(prog, f, args, prop, repeats: int) -> tuple[float, float, float]:
@@ -78,7 +78,7 @@ def row(name: str, repeats: int = 7) -> str:
     agree = tuple(prop.outputs) == tuple(gv.xla.propagate_program(prog).outputs)
     ours_t, ours_cpu, xla_t = _seconds(prog, f, args, prop, repeats)
     return (
-        f"{name:<8} {len(prog.equations):>5} {_exact(spmd, args):>7} {str(agree):>6} "
+        f"{name:<9}{len(prog.equations):>5} {_errors(spmd, f, args)} {str(agree):>6} "
         f"{side.ratio('wire_bytes'):>6.2f} {side.ratio('flops'):>6.3f} "
         f"{side.ratio('memory'):>6.3f} {ours_t * 1e3:>8.0f} {ours_cpu * 1e3:>8.0f} "
         f"{xla_t * 1e3:>8.0f} "
@@ -88,9 +88,10 @@ def row(name: str, repeats: int = 7) -> str:
 
 def table() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("decoder models, 2 layers, mesh data=2 x model=4; ours / XLA's per device")
-    head = "model     eqns max err  outs   bytes  FLOPs memory  ours ms  ours CPU  XLA ms   time"
-    print(head)
+    mesh = " x ".join(f"{axis}={n}" for axis, n in MESH.shape.items())
+    print(f"keras-hub {VERSION} decoder models, 2 layers, mesh {mesh}; ours / XLA's per device")
+    print("model     eqns max err XLA err  outs   bytes  FLOPs memory  ours ms  ours CPU  XLA ms"
+          "   time")  # fmt: skip
     for name in MODELS:
         print(row(name))
 
