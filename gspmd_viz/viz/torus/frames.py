@@ -60,19 +60,31 @@ def positions(topo: sim.Topology) -> np.ndarray:
 
 
 def _held_by_ownership(tl):
-    """Fraction of the final result each chip holds, replaying the recorded transfers."""
+    """Fraction of the final result each chip holds, replaying the recorded transfers.
+
+    count[chip, chunk] is how many chips' contributions that chunk holds; `held` keeps its row
+    sums, changed per step only where the step writes (a full sum per step costs seconds).
+    """
     n, k = tl.topo.n_chips, tl.schedule.n_chunks
     count = np.ones((n, k), np.int32)
-    out = [count.sum(1) / (n * k)]
-    for rec in tl.steps:
+    held = np.full(n, float(k))  # [n_chips] row sums of count
+    out = np.empty((len(tl.steps) + 1, n), np.float32)
+    out[0] = held / (n * k)
+    for i, rec in enumerate(tl.steps):
         st = rec.step
         rep, c_src, c_dst = expand(st)
-        vals = count[st.src[rep], c_src]
-        red = st.reduce[rep]
-        np.add.at(count, (st.dst[rep][red], c_dst[red]), vals[red])
-        count[st.dst[rep][~red], c_dst[~red]] = vals[~red]
-        out.append(count.sum(1) / (n * k))
-    return np.array(out, np.float32)
+        vals = count[st.src[rep], c_src]  # every transfer reads the state at step start
+        dst, red = st.dst[rep], st.reduce[rep]
+        gain = vals.astype(np.float64)  # what each moved chunk adds to its chip's row sum
+        if red.any():
+            np.add.at(count, (dst[red], c_dst[red]), vals[red])
+        if not red.all():
+            put = ~red
+            gain[put] -= count[dst[put], c_dst[put]]
+            count[dst[put], c_dst[put]] = vals[put]
+        held += np.bincount(dst, weights=gain, minlength=n)
+        out[i + 1] = held / (n * k)
+    return out
 
 
 def _held_by_bytes(tl):
