@@ -9,6 +9,7 @@ the widget and greys the stale figure; the controls always describe what is draw
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import html
 import itertools
@@ -28,12 +29,15 @@ from gspmd_viz.viz.torus.links import LINK_VIEW_CHIPS, link_figure, svg
 __all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_torus_shape", "positions", "svg"]
 CUSTOM = "custom"
 PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4x4": "tpu-v4"}
-# slices of today's pods the dropdown offers (their chip follows from the name: sim.chip_of)
-TODAY = ("tpu-v5e-8x16", "tpu-v5e-256", "tpu-v6e-256", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8",
-         "tpu-v4-4096", "tpu7x-9216")  # fmt: skip
+# today's pods: sub-slices that show the wraparound rules, then every whole pod sim names (their
+# chip follows from the name: sim.chip_of)
+SUB_SLICES = ("tpu-v5e-8x16", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8")
+TODAY = (*SUB_SLICES, *sim.presets.NAMED)
 PRESETS = (*sim.PRESETS, *TODAY)
+_TOPOLOGIES = {name: sim.preset(name) for name in PRESETS}  # built once: coords and links cached
 MAX_CHIPS = 9216  # Ironwood's pod; big tori are drawn as per-dim heatmaps
 A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
+KEPT_TIMELINES = 8  # recorded timelines a widget keeps, so going back to a setting redraws at once
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:
@@ -47,7 +51,18 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
 
 def preset_chip(name: str) -> str | None:
     """The chip a preset implies (None for the toy tori, which keep the chosen one)."""
-    return PRESET_CHIPS.get(name) or (sim.chip_of(sim.preset(name)) if name in TODAY else None)
+    return PRESET_CHIPS.get(name) or (sim.chip_of(_TOPOLOGIES[name]) if name in TODAY else None)
+
+
+def runnable(topo: sim.Topology, kind: str) -> list[str]:
+    """The algorithms of `kind` sim runs on `topo` within its transfer cap (the ring's N^2
+    transfers exceed it beyond 2,236 chips); all of them when none fits, so the cap's
+    message says why."""
+    names = sim.applicable(topo, kind)
+    fits = [
+        n for n in names if sim.ALGORITHMS[n].transfers(topo.n_chips) <= sim.registry.MAX_TRANSFERS
+    ]
+    return fits or names
 
 
 def parse_torus_shape(text: str) -> tuple[int, ...]:
@@ -75,6 +90,7 @@ class TorusWidget(widgets.VBox):
         self._quiet_depth = 0
         self._rank = None  # rank of the topology the controls were last synced to
         self.frames: Frames | None = None
+        self._recorded: collections.OrderedDict[tuple, Frames] = collections.OrderedDict()
         self.figure: go.Figure | None = None
         self._make_controls(preset, payload, chip)
         self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
@@ -161,7 +177,7 @@ class TorusWidget(widgets.VBox):
     # ----- keeping controls and display in agreement --------------------------------------------
     def _fill_preset(self):
         """Size, wraparound and (for real TPU pods) the chip of the chosen preset."""
-        topo = sim.preset(self.preset.value)
+        topo = _TOPOLOGIES[self.preset.value]
         self.size.value = "x".join(map(str, topo.shape))
         self.wrap.options = wrap_options(topo.ndim)
         self.wrap.value = topo.wrap
@@ -176,17 +192,15 @@ class TorusWidget(widgets.VBox):
                 self.wrap.options = wrap_options(topo.ndim)
                 self.wrap.value = (True,) * topo.ndim
             self.preset.value = self._matching_preset(topo)
-            names = sim.applicable(topo, self.kind.value)
+            names = runnable(topo, self.kind.value)
             keep = self.algorithm.value if topo.ndim == self._rank else None  # new rank: default
+            default = sim.default_algorithm(topo, self.kind.value)
             self.algorithm.options = names
-            self.algorithm.value = (
-                keep if keep in names else sim.default_algorithm(topo, self.kind.value)
-            )
+            self.algorithm.value = next(n for n in (keep, default, names[0]) if n in names)
             self._rank = topo.ndim
 
     def _matching_preset(self, topo: sim.Topology) -> str:
-        for name in PRESETS:
-            p = sim.preset(name)
+        for name, p in _TOPOLOGIES.items():
             chip_ok = (preset_chip(name) or self.chip.value) == self.chip.value
             if (p.shape, p.wrap) == (topo.shape, topo.wrap) and chip_ok:
                 return name
@@ -200,7 +214,7 @@ class TorusWidget(widgets.VBox):
         same_rank = len(self.wrap.value) == len(shape)
         topo = sim.torus(shape, self.wrap.value if same_rank else True)  # a new rank: all wrap
         name = self._matching_preset(topo)
-        return sim.preset(name) if name != CUSTOM else topo
+        return _TOPOLOGIES[name] if name != CUSTOM else topo
 
     # ----- recording and showing ---------------------------------------------------------------
     def _check_size(self, topo: sim.Topology):
@@ -228,15 +242,8 @@ class TorusWidget(widgets.VBox):
             nbytes = parse_bytes(self.payload.value)
         except ValueError as err:
             raise ValueError(f"payload: {err}") from None
-        tl = sim.simulate(
-            topo,
-            self.kind.value,
-            nbytes,
-            algorithm=self.algorithm.value,
-            chip=self.chip.value,
-            pad=self.pad.value,
-        )
-        self.frames = frames(tl)
+        self.frames = self._record(topo, nbytes)
+        tl = self.frames.tl
         about = f"{tl.algorithm}: {sim.describe(tl.algorithm)}\n"
         self.summary.value = f"<pre>{html.escape(about + tl.summary(), quote=False)}</pre>"
         with self._quiet():
@@ -244,6 +251,21 @@ class TorusWidget(widgets.VBox):
             self.play.value = self.slider.value = 1
             self.play.max = self.slider.max = max(len(tl.steps), 1)
         self.show(0)
+
+    def _record(self, topo: sim.Topology, nbytes: int) -> Frames:
+        """The frames of the controls' timeline: simulated once per setting, kept for the last
+        KEPT_TIMELINES settings."""
+        kind, algorithm, chip, pad = (
+            c.value for c in (self.kind, self.algorithm, self.chip, self.pad)
+        )
+        setting = (topo, kind, nbytes, algorithm, chip, pad)
+        if setting not in self._recorded:
+            tl = sim.simulate(topo, kind, nbytes, algorithm=algorithm, chip=chip, pad=pad)
+            self._recorded[setting] = frames(tl)
+            if len(self._recorded) > KEPT_TIMELINES:
+                self._recorded.popitem(last=False)
+        self._recorded.move_to_end(setting)
+        return self._recorded[setting]
 
     def show(self, step: int):
         """Draw step `step` (0-based) of the recorded frames."""
