@@ -26,6 +26,9 @@ CHIP_BAR = {
     "thickness": 10,
     "tickformat": ".0%",
 }
+SLICES_NOTE = {"x": 0, "xref": "paper", "xanchor": "left", "y": -0.02, "yref": "paper",
+               "yanchor": "top", "showarrow": False, "align": "left",
+               "font": {"size": 11}}  # fmt: skip
 MARK_TIES_UP_TO = 512  # more tied busiest links than this are counted in the title, not marked
 _DIM_NAMES = ("columns", "rows", "between slices")
 
@@ -84,24 +87,32 @@ def _busiest_marks(fr: Frames, step: int, rows, cols, fig, where):
             )
 
 
+def _panel_grid(shape, n_panels) -> tuple[int, int]:
+    """(rows, columns) of panels: wide cell grids stack, the four panels of a 3-D pod go 2x2,
+    else side by side."""
+    if shape[1] > 2 * shape[0]:
+        return n_panels, 1
+    return (2, 2) if n_panels == 4 else (1, n_panels)
+
+
 def _panels(fr: Frames, shape):
     """An empty figure with one panel per link dim plus the chips, and where(i) -> panel i."""
     n_panels = fr.tl.topo.ndim + 1
-    stacked = shape[1] > 2 * shape[0]  # wide grids (3-D slice blocks) stack their panels
+    grid = _panel_grid(shape, n_panels)
     names = [f"dim {d} links ({_DIM_NAMES[d]})" for d in range(fr.tl.topo.ndim)]
     if fr.tl.topo.ndim == 1:
         names = ["dim 0 links (the line)"]
     fig = make_subplots(
-        rows=n_panels if stacked else 1,
-        cols=1 if stacked else n_panels,
+        rows=grid[0],
+        cols=grid[1],
         subplot_titles=[*names, "chips: " + fr.held_label.replace("share of ", "")],
         horizontal_spacing=0.06,
-        vertical_spacing=0.08,
+        vertical_spacing=0.08 if grid[1] == 1 else 0.12,
     )
-    fig.update_layout(height=_panels_height(shape, stacked, n_panels))
+    fig.update_layout(height=_panels_height(shape, grid))
 
     def where(i):
-        return {"row": i + 1, "col": 1} if stacked else {"row": 1, "col": i + 1}
+        return {"row": i // grid[1] + 1, "col": i % grid[1] + 1}
 
     return fig, where
 
@@ -157,6 +168,8 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     fig.update_yaxes(range=[shape[0] - 0.5, -0.5], showticklabels=False, showgrid=False)
     fig.update_xaxes(range=[-0.5, shape[1] - 0.5], showticklabels=False, showgrid=False)
     fig.update_annotations(font_size=12)  # the panel titles
+    if topo.ndim == 3:
+        fig.add_annotation(**SLICES_NOTE, text=_slices_note(topo))
     fig.update_layout(
         title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01},
         width=WIDTH,
@@ -166,8 +179,15 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     return fig
 
 
-def _panels_height(shape, stacked, n_panels) -> int:
+def _slices_note(topo) -> str:
+    n = topo.shape[2]
+    return (f"a cell is one chip; a block is one slice dim 2 = k,<br>k = 0 … {n - 1} "
+            "across, then down")  # fmt: skip
+
+
+def _panels_height(shape, grid) -> int:
+    """Pixels for a grid of panels whose cells keep the torus's aspect ratio."""
     rows, cols = shape
-    panel_w = (WIDTH - 110) / (1 if stacked else n_panels)
-    panel_h = min(600 / (n_panels if stacked else 1), panel_w * rows / cols)
-    return int(max(panel_h, 120) * (n_panels if stacked else 1)) + 150
+    panel_w = (WIDTH - 110) / grid[1]
+    panel_h = min(600 / grid[0], panel_w * rows / cols)
+    return int(max(panel_h, 120) * grid[0] + 60 * (grid[0] - 1)) + 150
