@@ -64,10 +64,11 @@ def _link_grid(values, rows, cols, shape, dtype):
 
 def _busiest_marks(fr: Frames, step: int, rows, cols, fig, where):
     """Red squares on the cells of every link tied for the step's busiest (when few enough)."""
-    if not len(fr) or not 0 < len(fr.busiest[step]) <= MARK_TIES_UP_TO:
+    tied = fr.busiest_at(step) if len(fr) else []
+    if not 0 < len(tied) <= MARK_TIES_UP_TO:
         return
     topo = fr.tl.topo
-    ids = fr.links[fr.busiest[step]]
+    ids = fr.links[tied]
     chip, dim = ids // (2 * topo.ndim), (ids // 2) % topo.ndim
     for d in range(topo.ndim):
         m = dim == d
@@ -151,8 +152,7 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     """Step `step` (0-based) of a big torus as per-dim link-load heatmaps plus chip shares."""
     topo = fr.tl.topo
     rows, cols, shape = grid_cells(topo)
-    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
-    held = fr.held[step + 1] if len(fr) else fr.held[0]
+    lv, held = fr.level_at(step), fr.held_after(step)
     fig, where = _panels(fr, shape)
     for d, trace in enumerate(_link_maps(fr, lv, rows, cols, shape)):
         fig.add_trace(trace, **where(d))
