@@ -232,3 +232,17 @@ def test_static_figure_for_readers_without_a_kernel(w):
     bundle = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/html"].startswith("<svg") and "step 1/12" in bundle["text/html"]
+
+
+def test_going_back_to_a_setting_reuses_its_timeline_within_the_memory_budget(w):
+    w.payload.value = "2 MiB"
+    first = w.frames
+    w.payload.value = "4 MiB"
+    assert w.frames is not first and w.frames.tl.nbytes == 4 * 2**20
+    w.payload.value = "2 MiB"
+    assert w.frames is first  # not simulated again
+    w.preset.value = "tpu7x-9216"
+    w.algorithm.value = "torus-3d-thirds"  # 6.7 million transfers: more than the budget alone
+    kept = [fr.tl for fr in w._recorded.values()]
+    assert kept == [w.frames.tl]
+    assert sum(len(r.step.dst) for r in w.frames.tl.steps) > torus.KEPT_TRANSFERS

@@ -37,7 +37,10 @@ PRESETS = (*sim.PRESETS, *TODAY)
 _TOPOLOGIES = {name: sim.preset(name) for name in PRESETS}  # built once: coords and links cached
 MAX_CHIPS = 9216  # Ironwood's pod; big tori are drawn as per-dim heatmaps
 A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
-KEPT_TIMELINES = 8  # recorded timelines a widget keeps, so going back to a setting redraws at once
+# A widget keeps its last timelines, so going back to a setting redraws at once, while they hold
+# at most this many transfers (~55 bytes each: ~170 MB); a 9,216-chip torus-3d-thirds alone
+# holds 6.7 million, so only the current timeline is kept then.
+KEPT_TRANSFERS = 3_000_000
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:
@@ -63,6 +66,10 @@ def runnable(topo: sim.Topology, kind: str) -> list[str]:
         n for n in names if sim.ALGORITHMS[n].transfers(topo.n_chips) <= sim.registry.MAX_TRANSFERS
     ]
     return fits or names
+
+
+def _transfers(recorded) -> int:
+    return sum(len(rec.step.dst) for fr in recorded for rec in fr.tl.steps)
 
 
 def parse_torus_shape(text: str) -> tuple[int, ...]:
@@ -253,8 +260,8 @@ class TorusWidget(widgets.VBox):
         self.show(0)
 
     def _record(self, topo: sim.Topology, nbytes: int) -> Frames:
-        """The frames of the controls' timeline: simulated once per setting, kept for the last
-        KEPT_TIMELINES settings."""
+        """The frames of the controls' timeline: simulated once per setting, kept while the
+        last settings' timelines hold at most KEPT_TRANSFERS transfers."""
         kind, algorithm, chip, pad = (
             c.value for c in (self.kind, self.algorithm, self.chip, self.pad)
         )
@@ -262,9 +269,9 @@ class TorusWidget(widgets.VBox):
         if setting not in self._recorded:
             tl = sim.simulate(topo, kind, nbytes, algorithm=algorithm, chip=chip, pad=pad)
             self._recorded[setting] = frames(tl)
-            if len(self._recorded) > KEPT_TIMELINES:
-                self._recorded.popitem(last=False)
         self._recorded.move_to_end(setting)
+        while len(self._recorded) > 1 and _transfers(self._recorded.values()) > KEPT_TRANSFERS:
+            self._recorded.popitem(last=False)
         return self._recorded[setting]
 
     def show(self, step: int):
