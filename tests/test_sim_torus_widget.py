@@ -128,6 +128,9 @@ BAD_SIZES = {
     "4x4x4x4": "1, 2 or 3 dims",
     "99999x2": "up to 9216",
     "128x128": "up to 9216",
+    "9216": "lines of up to 128 chips",  # 4 to 40 s of simulation: refused
+    "1x1x9216": "lines of up to 128 chips",
+    "2x129": "lines of up to 128 chips",
 }
 BAD_PAYLOADS = ["", "-3", "abc", "__import__('os')", "0", "0.5", "1.5 PiB", "1e6", "1 MB"]
 

@@ -37,6 +37,9 @@ PRESETS = (*sim.PRESETS, *TODAY)
 _TOPOLOGIES = {name: sim.preset(name) for name in PRESETS}  # built once: coords and links cached
 MAX_CHIPS = 9216  # Ironwood's pod; big tori are drawn as per-dim heatmaps
 A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
+# the longest line of chips the widget simulates: the multipod's 128. A ring along n chips takes
+# 2(n - 1) steps of N transfers each: 9216 chips in one line took 4 to 40 s to simulate.
+MAX_DIM = 128
 # A widget keeps its last timelines, so going back to a setting redraws at once, while they hold
 # at most this many transfers (~55 bytes each: ~170 MB); a 9,216-chip torus-3d-thirds alone
 # holds 6.7 million, so only the current timeline is kept then.
@@ -234,6 +237,12 @@ class TorusWidget(widgets.VBox):
             raise ValueError(
                 f"{topo.n_chips} chips: the widget draws up to {MAX_CHIPS} (Ironwood's "
                 "pod); call gv.sim.simulate in code for bigger tori"
+            )
+        if max(topo.shape) > MAX_DIM:
+            raise ValueError(
+                f"size {self.size.value}: the widget draws lines of up to {MAX_DIM} chips (a "
+                f"ring along {max(topo.shape)} takes {2 * (max(topo.shape) - 1):,} steps); call "
+                "gv.sim.simulate in code for longer ones"
             )
         if self.kind.value == "all-to-all" and topo.n_chips > A2A_MAX_CHIPS:
             raise ValueError(
