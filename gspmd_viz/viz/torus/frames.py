@@ -137,12 +137,19 @@ def _held_by_ownership(tl) -> Iterator[np.ndarray]:
 
 
 def _held_by_bytes(tl) -> Iterator[np.ndarray]:
-    """Share of its incoming bytes each chip has received (cheap; used on huge tori)."""
+    """Share of its incoming bytes each chip has received before step 0, after step 0, ...
+    (cheap; used on huge tori). One pass sums the totals; rows follow as frames ask."""
     n = tl.topo.n_chips
-    got = np.zeros((len(tl.steps) + 1, n))
-    for i, rec in enumerate(tl.steps):
-        got[i + 1] = got[i] + np.bincount(rec.step.dst, weights=rec.nbytes, minlength=n)
-    return iter((got / np.maximum(got[-1], 1e-300)).astype(np.float32))
+
+    def received(rec):  # [n_chips] bytes each chip receives in one step
+        return np.bincount(rec.step.dst, weights=rec.nbytes, minlength=n)
+
+    total = np.maximum(sum((received(r) for r in tl.steps), np.zeros(n)), 1e-300)
+    got = np.zeros(n)
+    yield got.astype(np.float32)
+    for rec in tl.steps:
+        got += received(rec)
+        yield (got / total).astype(np.float32)
 
 
 def frames(tl: sim.Timeline) -> Frames:
