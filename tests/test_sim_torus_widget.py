@@ -249,3 +249,15 @@ def test_going_back_to_a_setting_reuses_its_timeline_within_the_memory_budget(w)
     kept = [fr.tl for fr in w._recorded.values()]
     assert kept == [w.frames.tl]
     assert sum(len(r.step.dst) for r in w.frames.tl.steps) > torus.KEPT_TRANSFERS
+
+
+def test_the_widest_heatmap_a_typed_size_can_make_sends_under_500_kB(w):
+    """126x1x73 (and its transpose) make the most heatmap cells of any size the widget takes (at
+    most 9,216 chips, lines of at most 128; found by trying every 3-D shape): a dim of 1 makes
+    every other column a gap between slices."""
+    sent = _sent(w)
+    w.pad.value = True
+    for size in ("126x1x73", "1x126x73"):
+        w.size.value = size
+        _agrees(w)
+    assert len(sent) == 2 and max(sent) < 500_000
