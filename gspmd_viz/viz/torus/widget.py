@@ -1,10 +1,11 @@
 """The torus widget: pick a topology, collective, algorithm, payload and TPU, then watch each step.
 
-``frames(tl)`` turns a recorded Timeline into per-step arrays once; ``figure(fr, step)`` draws one
-step, link by link up to 256 chips (links.py) and as per-dim heatmaps beyond
-(heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus controls that
-record a new timeline. Nothing here re-simulates a step. Every handler error becomes one line in
-the widget and greys the stale figure; the controls always describe what is drawn.
+``frames(tl)`` gives a recorded Timeline's per-step drawing data (each step worked out when drawn);
+``figure(fr, step)`` draws one step, link by link up to 256 chips (links.py) and as per-dim
+heatmaps beyond (heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus
+controls that record a new timeline (recent ones are kept, so going back redraws at once).
+Nothing here re-simulates a step. Every handler error becomes one line in the widget and greys the
+stale figure; the controls always describe what is drawn.
 """
 
 from __future__ import annotations
