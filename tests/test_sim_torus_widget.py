@@ -195,7 +195,7 @@ def test_the_dropdown_offers_every_pod_sim_names(w):
 
 
 @pytest.mark.parametrize("name", PRESETS)
-def test_every_preset_algorithm_payload_and_slider_end_sends_under_500_kB(w, name):
+def test_every_preset_algorithm_payload_slider_end_and_kind_sends_under_500_kB(w, name):
     """Every control on every preset (the 9,216-chip pod included) draws, agrees and sends less
     than the widget rule's 500 kB per change."""
     sent = _sent(w)
@@ -214,8 +214,15 @@ def test_every_preset_algorithm_payload_and_slider_end_sends_under_500_kB(w, nam
         _agrees(w)
     w.payload.value = "one MiB"
     _failed(w, "payload")
+    w.payload.value = "1 MiB"
     heatmaps = any(isinstance(t, go.Heatmap) for t in w.figure.data)
     assert heatmaps == (sim.preset(name).n_chips > 256)  # big pods: one cell per chip
+    for kind in w.kind.options:
+        w.kind.value = kind
+        if kind == "all-to-all" and sim.preset(name).n_chips > torus.A2A_MAX_CHIPS:
+            _failed(w, "all-to-all on")
+        else:
+            _agrees(w)
     assert len(sent) > 2 and max(sent) < 500_000
 
 
