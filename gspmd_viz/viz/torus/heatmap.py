@@ -133,7 +133,9 @@ def _grid_and_layout(topo, held_label: str) -> tuple[np.ndarray, np.ndarray, tup
         fig.add_annotation(**SLICES_NOTE, text=_slices_note(topo))
     margin = {"l": 20, "r": 90, "t": 110, "b": 60}
     fig.update_layout(width=WIDTH, margin=margin, plot_bgcolor="white")
-    return rows, cols, shape, fig.layout.to_plotly_json()
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template")  # each new figure takes the default template itself: no re-validation
+    return rows, cols, shape, layout
 
 
 def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
