@@ -21,13 +21,23 @@ def _agrees(w: torus.TorusWidget):
     assert tl.topo.shape == shape
     assert tl.topo.wrap == sim.torus(shape, w.wrap.value).wrap
     assert (tl.kind, tl.algorithm, tl.chip.name) == (w.kind.value, w.algorithm.value, w.chip.value)
-    assert w.algorithm.options == tuple(sim.applicable(tl.topo, tl.kind))
+    _offers_what_sim_runs(w.algorithm.options, tl.topo, tl.kind)
     if w.preset.value != torus.CUSTOM:
         assert tl.topo == sim.preset(w.preset.value)
         assert w.chip.value == torus.PRESET_CHIPS.get(w.preset.value, w.chip.value)
     assert f"{tl.kind} {tl.algorithm} on {tl.topo.describe()} ({tl.chip.name})" in _title(w)
     assert w.message.value == "" and "gv-stale" not in w.plot._dom_classes + w.summary._dom_classes
     assert w.slider.max == w.play.max == len(w.frames)
+
+
+def _offers_what_sim_runs(options, topo, kind):
+    """The algorithm dropdown lists every algorithm sim runs here; the ones it leaves out are
+    exactly those sim refuses to schedule (too many transfers)."""
+    applicable = sim.applicable(topo, kind)
+    assert [n for n in applicable if n in options] == list(options)
+    for name in set(applicable) - set(options):
+        with pytest.raises(ValueError, match="transfers"):
+            sim.schedule(topo, kind, name)
 
 
 def _title(w):
@@ -118,6 +128,9 @@ BAD_SIZES = {
     "4x4x4x4": "1, 2 or 3 dims",
     "99999x2": "up to 9216",
     "128x128": "up to 9216",
+    "9216": "lines of up to 128 chips",  # 4 to 40 s of simulation: refused
+    "1x1x9216": "lines of up to 128 chips",
+    "2x129": "lines of up to 128 chips",
 }
 BAD_PAYLOADS = ["", "-3", "abc", "__import__('os')", "0", "0.5", "1.5 PiB", "1e6", "1 MB"]
 
@@ -166,15 +179,51 @@ def test_an_unexpected_error_is_shown_and_the_widget_keeps_working(w, monkeypatc
     _agrees(w)
 
 
-def test_big_pods_draw_heatmaps_under_500_kB(w):
-    for name in ("tpu-v3-pod", "tpu-v3-multipod", "tpu-v4-4096", "tpu7x-9216"):
-        w.preset.value = name
-        assert w.message.value == "" and w.chip.value == sim.chip_of(sim.preset(name))
-        w.slider.value = 5
-        assert any(isinstance(t, go.Heatmap) for t in w.figure.data)
-        assert len(json.dumps(w.plot.figure)) < 500_000
-    w.preset.value = "4x4"
-    assert not any(isinstance(t, go.Heatmap) for t in w.figure.data)
+def _sent(w) -> list[int]:
+    """Bytes of every figure (with its summary) the widget sends from now on."""
+    sizes = []
+    w.plot.observe(lambda _: sizes.append(len(json.dumps(w.plot.figure)) + len(w.summary.value)))
+    return sizes
+
+
+PRESETS = list(torus.PRESETS)
+
+
+def test_the_dropdown_offers_every_pod_sim_names(w):
+    assert w.preset.options == (*PRESETS, torus.CUSTOM)
+    assert set(sim.presets.NAMED) <= set(PRESETS)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_algorithm_payload_slider_end_and_kind_sends_under_500_kB(w, name):
+    """Every control on every preset (the 9,216-chip pod included) draws, agrees and sends less
+    than the widget rule's 500 kB per change."""
+    sent = _sent(w)
+    w.preset.value = name
+    assert w.chip.value == (torus.PRESET_CHIPS.get(name) or sim.chip_of(sim.preset(name)))
+    w.pad.value = True  # every algorithm then splits every payload
+    for algorithm in w.algorithm.options:
+        w.algorithm.value = algorithm
+        _agrees(w)
+        n = len(w.frames)
+        w.slider.value = n
+        assert f"step {n}/{n}" in _title(w)
+        w.slider.value = 1
+    for payload in ("32 KiB", "1 GiB"):
+        w.payload.value = payload
+        _agrees(w)
+    w.payload.value = "one MiB"
+    _failed(w, "payload")
+    w.payload.value = "1 MiB"
+    heatmaps = any(isinstance(t, go.Heatmap) for t in w.figure.data)
+    assert heatmaps == (sim.preset(name).n_chips > 256)  # big pods: one cell per chip
+    for kind in w.kind.options:
+        w.kind.value = kind
+        if kind == "all-to-all" and sim.preset(name).n_chips > torus.A2A_MAX_CHIPS:
+            _failed(w, "all-to-all on")
+        else:
+            _agrees(w)
+    assert len(sent) > 2 and max(sent) < 500_000
 
 
 def test_todays_slices_follow_their_rules(w):
@@ -193,3 +242,29 @@ def test_static_figure_for_readers_without_a_kernel(w):
     bundle = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/html"].startswith("<svg") and "step 1/12" in bundle["text/html"]
+
+
+def test_going_back_to_a_setting_reuses_its_timeline_within_the_memory_budget(w):
+    w.payload.value = "2 MiB"
+    first = w.frames
+    w.payload.value = "4 MiB"
+    assert w.frames is not first and w.frames.tl.nbytes == 4 * 2**20
+    w.payload.value = "2 MiB"
+    assert w.frames is first  # not simulated again
+    w.preset.value = "tpu7x-9216"
+    w.algorithm.value = "torus-3d-thirds"  # 6.7 million transfers: more than the budget alone
+    kept = [fr.tl for fr in w._recorded.values()]
+    assert kept == [w.frames.tl]
+    assert sum(len(r.step.dst) for r in w.frames.tl.steps) > torus.KEPT_TRANSFERS
+
+
+def test_the_widest_heatmap_a_typed_size_can_make_sends_under_500_kB(w):
+    """126x1x73 (and its transpose) make the most heatmap cells of any size the widget takes (at
+    most 9,216 chips, lines of at most 128; found by trying every 3-D shape): a dim of 1 makes
+    every other column a gap between slices."""
+    sent = _sent(w)
+    w.pad.value = True
+    for size in ("126x1x73", "1x126x73"):
+        w.size.value = size
+        _agrees(w)
+    assert len(sent) == 2 and max(sent) < 500_000

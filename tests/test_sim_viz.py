@@ -1,5 +1,7 @@
 """The torus view and widget replay the recorded timeline; bad input shows inline messages."""
 
+import dataclasses
+
 import numpy as np
 import plotly.graph_objects as go
 import pytest
@@ -23,6 +25,24 @@ def test_frames_replay_the_timeline():
     # ownership starts at 1/N of the final sum per chip and ends complete (the symbolic oracle)
     assert np.allclose(fr.held[0], 1 / tl.topo.n_chips)
     assert np.allclose(fr.held[-1], 1.0)
+
+
+@pytest.mark.parametrize(
+    "name, algorithm",
+    [("4x4", "ring"), ("4x4", "torus-2d-halves"), ("2x4", "naive"),
+     ("tpu-v5e-256", "swing-halving"), ("ring-8", "rabenseifner")],
+)  # fmt: skip
+def test_share_held_after_every_step_is_the_symbolic_replay(name, algorithm):
+    """The chip colours after step i: the schedule's first i steps run by sim's executor (the
+    numbers oracle), summed per chip."""
+    tl = sim.simulate(sim.preset(name), "all-reduce", 2**20, algorithm=algorithm, pad=True)
+    fr = torus.frames(tl)
+    assert fr.held_label == "share of the final sum held"
+    n, k = tl.topo.n_chips, tl.schedule.n_chunks
+    for i in range(len(tl.steps) + 1):
+        prefix = dataclasses.replace(tl.schedule, steps=tl.schedule.steps[:i])
+        state = sim.execute.run(prefix, np.ones((n, k)))
+        assert np.allclose(fr.held[i], state.sum(1) / (n * k)), i
 
 
 def test_phase_one_links_are_drawn_lighter():
@@ -107,6 +127,32 @@ def test_heatmap_cells_are_the_busier_of_each_chips_two_links():
                 r, c = topo.coord(src)
                 expect[r, c] = max(expect[r, c], lv)
         assert np.array_equal(np.array(maps[d].z), expect), d
+
+
+@pytest.mark.parametrize("algorithm, step", [("naive", 0), ("torus-3d-thirds", 60)])
+def test_a_9216_chip_pod_is_drawn_as_the_record_aggregated_per_chip(algorithm, step):
+    """Each cell of dim d's panel is the busier of its chip's two dim-d links, placed in its
+    slice's block; the chips' panel is the share held. Oracle: the step's own per-link bytes."""
+    topo = sim.preset("tpu7x-9216")
+    tl = sim.simulate(topo, "all-reduce", 2**20, algorithm=algorithm, chip="tpu7x", pad=True)
+    fr = torus.frames(tl)
+    maps = [t for t in torus.figure(fr, step).data if isinstance(t, go.Heatmap)]
+    assert len(maps) == 4  # dims 0, 1, 2 and the chips
+    rec, g = tl.steps[step], int(np.ceil(np.sqrt(topo.shape[2])))
+    level = np.ceil(rec.link_bytes / fr.peak_bytes * 5).clip(1, 5)
+    expect = np.zeros((3, g * (topo.shape[0] + 1) - 1, g * (topo.shape[1] + 1) - 1), np.int8)
+    for link, lv in zip(rec.links, level, strict=True):
+        src, _, dim, _ = topo.link_info(link)
+        r, c, k = topo.coord(src)
+        cell = (dim, r + k // g * (topo.shape[0] + 1), c + k % g * (topo.shape[1] + 1))
+        expect[cell] = max(expect[cell], lv)
+    for d in range(3):
+        z = np.nan_to_num(np.array(maps[d].z, float), nan=0.0)  # NaN: gaps between blocks
+        assert np.array_equal(z, expect[d]), d
+    held = np.array(maps[3].z, float)
+    r, c, k = topo.coords.T
+    cells = held[r + k // g * (topo.shape[0] + 1), c + k % g * (topo.shape[1] + 1)]
+    assert np.allclose(cells, fr.held[step + 1], atol=0.005)  # shown to 2 decimals
 
 
 def test_parse_helpers():

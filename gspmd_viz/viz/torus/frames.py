@@ -1,12 +1,17 @@
 """Per-step drawing data for a recorded Timeline: link load levels, chip colours, busiest links.
 
-``frames(tl)`` reads ``tl.steps`` once (vectorised, no re-simulation); the link view
-(links.py), the aggregated view (heatmap.py) and the static SVG all draw from it.
+``frames(tl)`` reads ``tl.steps`` (no re-simulation); the link view (links.py), the aggregated
+view (heatmap.py) and the static SVG all draw from it. A frame's data is worked out when a frame
+asks for it (``level_at``, ``busiest_at``, ``held_after``), so a new timeline of 2,000 steps or
+9,216 chips costs its first frame, not all of them; ``level``, ``busiest`` and ``held`` give every
+step at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -20,20 +25,65 @@ BUSIEST = "#e4002b"
 OWNERSHIP_LIMIT = 2**20  # chips x chunks up to which frames replay chunk ownership (16x16)
 
 
+class _Rows:
+    """Rows of a running per-chip quantity, computed only as far as a frame asks."""
+
+    def __init__(self, rows: Iterator[np.ndarray]):
+        self._next, self.rows = rows, []
+
+    def upto(self, i: int) -> list[np.ndarray]:
+        while len(self.rows) <= i:
+            self.rows.append(next(self._next))
+        return self.rows
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Frames:
     tl: sim.Timeline
     xy: np.ndarray  # [n_chips, 2] drawing position of each chip
     links: np.ndarray  # [L] ids of the existing links
-    level: np.ndarray  # [n_steps, L] int8 load level of each link in each step
-    busiest: list[np.ndarray]  # per step: positions in `links` of every link tied for busiest
-    held: np.ndarray  # [n_steps + 1, n_chips] colour of each chip before step 0 .. after last
+    slot: np.ndarray  # [n_link_slots] position of each link id in `links` (-1: no such link)
+    held_rows: _Rows  # colour of each chip before step 0, after step 0, ... (see held_after)
     held_label: str
     peak_bytes: float  # the busiest link's bytes over the whole timeline
     wrap_mask: np.ndarray  # [L] True for wraparound links (drawn dotted)
 
     def __len__(self):
         return len(self.tl.steps)
+
+    def level_at(self, step: int) -> np.ndarray:
+        """[L] int8 load level of each link in step `step` (all idle when there are no steps)."""
+        level = np.zeros(len(self.links), np.int8)
+        if len(self):
+            rec = self.tl.steps[step]
+            lv = np.ceil(rec.link_bytes / self.peak_bytes * (LEVELS - 1)).clip(1, LEVELS - 1)
+            level[self.slot[rec.links]] = lv
+        return level
+
+    def busiest_at(self, step: int) -> np.ndarray:
+        """Positions in `links` of every link tied for the busiest in step `step`."""
+        rec = self.tl.steps[step]
+        top = rec.link_bytes >= rec.max_link_bytes * (1 - 1e-9)  # ties, up to rounding
+        return self.slot[rec.links[top]]
+
+    def held_after(self, step: int) -> np.ndarray:
+        """[n_chips] colour of each chip after step `step` (before any step when there are none)."""
+        i = min(step + 1, len(self))
+        return self.held_rows.upto(i)[i]
+
+    @functools.cached_property
+    def level(self) -> np.ndarray:
+        """[n_steps, L] every step's `level_at`."""
+        return np.array([self.level_at(i) for i in range(len(self))], np.int8)
+
+    @functools.cached_property
+    def busiest(self) -> list[np.ndarray]:
+        return [self.busiest_at(i) for i in range(len(self))]
+
+    @functools.cached_property
+    def held(self) -> np.ndarray:
+        """[n_steps + 1, n_chips] colour of each chip before step 0 .. after the last."""
+        return np.array(self.held_rows.upto(len(self)), np.float32)
 
     def level_bounds(self) -> list[float]:
         """Upper byte bound of each load level (level 0 = idle)."""
@@ -59,51 +109,56 @@ def positions(topo: sim.Topology) -> np.ndarray:
     return np.stack([x, -row], 1).astype(float)
 
 
-def _held_by_ownership(tl):
-    """Fraction of the final result each chip holds, replaying the recorded transfers."""
+def _held_by_ownership(tl) -> Iterator[np.ndarray]:
+    """Fraction of the final result each chip holds before step 0, after step 0, ...: the
+    recorded transfers replayed one step per row asked for.
+
+    count[chip, chunk] is how many chips' contributions that chunk holds; `held` keeps its row
+    sums, changed per step only where the step writes (a full sum per step costs seconds).
+    """
     n, k = tl.topo.n_chips, tl.schedule.n_chunks
     count = np.ones((n, k), np.int32)
-    out = [count.sum(1) / (n * k)]
+    held = np.full(n, float(k))  # [n_chips] row sums of count
+    yield (held / (n * k)).astype(np.float32)
     for rec in tl.steps:
         st = rec.step
         rep, c_src, c_dst = expand(st)
-        vals = count[st.src[rep], c_src]
-        red = st.reduce[rep]
-        np.add.at(count, (st.dst[rep][red], c_dst[red]), vals[red])
-        count[st.dst[rep][~red], c_dst[~red]] = vals[~red]
-        out.append(count.sum(1) / (n * k))
-    return np.array(out, np.float32)
+        vals = count[st.src[rep], c_src]  # every transfer reads the state at step start
+        dst, red = st.dst[rep], st.reduce[rep]
+        gain = vals.astype(np.float64)  # what each moved chunk adds to its chip's row sum
+        if red.any():
+            np.add.at(count, (dst[red], c_dst[red]), vals[red])
+        if not red.all():
+            put = ~red
+            gain[put] -= count[dst[put], c_dst[put]]
+            count[dst[put], c_dst[put]] = vals[put]
+        held += np.bincount(dst, weights=gain, minlength=n)
+        yield (held / (n * k)).astype(np.float32)
 
 
-def _held_by_bytes(tl):
-    """Share of its incoming bytes each chip has received (cheap; used on huge tori)."""
+def _held_by_bytes(tl) -> Iterator[np.ndarray]:
+    """Share of its incoming bytes each chip has received before step 0, after step 0, ...
+    (cheap; used on huge tori). One pass sums the totals; rows follow as frames ask."""
     n = tl.topo.n_chips
-    got = np.zeros((len(tl.steps) + 1, n))
-    for i, rec in enumerate(tl.steps):
-        got[i + 1] = got[i] + np.bincount(rec.step.dst, weights=rec.nbytes, minlength=n)
-    return (got / np.maximum(got[-1], 1e-300)).astype(np.float32)
 
+    def received(rec):  # [n_chips] bytes each chip receives in one step
+        return np.bincount(rec.step.dst, weights=rec.nbytes, minlength=n)
 
-def _levels(tl, links, topo):
-    """[n_steps, L] load levels, and per step the link positions tied for the busiest."""
-    slot = np.full(topo.n_link_slots, -1, np.int64)
-    slot[links] = np.arange(len(links))
-    peak = max((r.max_link_bytes for r in tl.steps), default=0.0) or 1.0
-    level = np.zeros((len(tl.steps), len(links)), np.int8)
-    busiest = []
-    for i, rec in enumerate(tl.steps):
-        lv = np.ceil(rec.link_bytes / peak * (LEVELS - 1)).clip(1, LEVELS - 1)
-        level[i, slot[rec.links]] = lv
-        top = rec.link_bytes >= rec.max_link_bytes * (1 - 1e-9)  # ties, up to rounding
-        busiest.append(slot[rec.links[top]])
-    return level, busiest, float(peak)
+    total = np.maximum(sum((received(r) for r in tl.steps), np.zeros(n)), 1e-300)
+    got = np.zeros(n)
+    yield got.astype(np.float32)
+    for rec in tl.steps:
+        got += received(rec)
+        yield (got / total).astype(np.float32)
 
 
 def frames(tl: sim.Timeline) -> Frames:
-    """Per-step drawing data for a recorded timeline (vectorised; no re-simulation)."""
+    """Per-step drawing data for a recorded timeline, worked out frame by frame as drawn."""
     topo = tl.topo
     links = np.flatnonzero(topo.link_exists)
-    level, busiest, peak = _levels(tl, links, topo)
+    slot = np.full(topo.n_link_slots, -1, np.int64)
+    slot[links] = np.arange(len(links))
+    peak = max((r.max_link_bytes for r in tl.steps), default=0.0) or 1.0
     use_own = tl.kind == "all-reduce" and topo.n_chips * tl.schedule.n_chunks <= OWNERSHIP_LIMIT
     if use_own:
         held, label = _held_by_ownership(tl), "share of the final sum held"
@@ -112,4 +167,4 @@ def frames(tl: sim.Timeline) -> Frames:
     src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
     gap = topo.coords[topo.link_dst[links], dim] - topo.coords[src, dim]
     wrap = np.abs(gap) > 1
-    return Frames(tl, positions(topo), links, level, busiest, held, label, peak, wrap)
+    return Frames(tl, positions(topo), links, slot, _Rows(held), label, float(peak), wrap)

@@ -8,6 +8,8 @@ chip's two dim-d links (+ and - direction) in this step. A frame is a few small 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -26,6 +28,9 @@ CHIP_BAR = {
     "thickness": 10,
     "tickformat": ".0%",
 }
+SLICES_NOTE = {"x": 0, "xref": "paper", "xanchor": "left", "y": -0.02, "yref": "paper",
+               "yanchor": "top", "showarrow": False, "align": "left",
+               "font": {"size": 11}}  # fmt: skip
 MARK_TIES_UP_TO = 512  # more tied busiest links than this are counted in the title, not marked
 _DIM_NAMES = ("columns", "rows", "between slices")
 
@@ -59,51 +64,78 @@ def _link_grid(values, rows, cols, shape, dtype):
     return z
 
 
-def _busiest_marks(fr: Frames, step: int, rows, cols, fig, where):
+def _busiest_marks(fr: Frames, step: int, rows, cols) -> list[go.Scatter]:
     """Red squares on the cells of every link tied for the step's busiest (when few enough)."""
-    if not len(fr) or not 0 < len(fr.busiest[step]) <= MARK_TIES_UP_TO:
-        return
+    tied = fr.busiest_at(step) if len(fr) else []
+    if not 0 < len(tied) <= MARK_TIES_UP_TO:
+        return []
     topo = fr.tl.topo
-    ids = fr.links[fr.busiest[step]]
+    ids = fr.links[tied]
     chip, dim = ids // (2 * topo.ndim), (ids // 2) % topo.ndim
-    for d in range(topo.ndim):
-        m = dim == d
-        if m.any():
-            marker = {"symbol": "square-open", "color": BUSIEST, "size": 7, "line": {"width": 2}}
-            fig.add_trace(
-                go.Scatter(
-                    x=cols[chip[m]],
-                    y=rows[chip[m]],
-                    mode="markers",
-                    marker=marker,
-                    name="busiest link",
-                    hoverinfo="skip",
-                    showlegend=False,
-                ),
-                **where(d),
-            )
+    marker = {"symbol": "square-open", "color": BUSIEST, "size": 7, "line": {"width": 2}}
+    return [
+        go.Scatter(
+            x=cols[chip[dim == d]],
+            y=rows[chip[dim == d]],
+            mode="markers",
+            marker=marker,
+            name="busiest link",
+            hoverinfo="skip",
+            showlegend=False,
+            **_axes(d),
+        )
+        for d in range(topo.ndim)
+        if (dim == d).any()
+    ]
 
 
-def _panels(fr: Frames, shape):
-    """An empty figure with one panel per link dim plus the chips, and where(i) -> panel i."""
-    n_panels = fr.tl.topo.ndim + 1
-    stacked = shape[1] > 2 * shape[0]  # wide grids (3-D slice blocks) stack their panels
-    names = [f"dim {d} links ({_DIM_NAMES[d]})" for d in range(fr.tl.topo.ndim)]
-    if fr.tl.topo.ndim == 1:
+def _axes(i: int) -> dict:
+    """Axis references of panel i (make_subplots numbers panels row by row: x, x2, x3, ...)."""
+    suffix = str(i + 1) if i else ""
+    return {"xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
+
+
+def _panel_grid(shape, n_panels) -> tuple[int, int]:
+    """(rows, columns) of panels: wide cell grids stack, the four panels of a 3-D pod go 2x2,
+    else side by side."""
+    if shape[1] > 2 * shape[0]:
+        return n_panels, 1
+    return (2, 2) if n_panels == 4 else (1, n_panels)
+
+
+def _panels(ndim: int, held_label: str, shape) -> go.Figure:
+    """An empty figure with one panel per link dim plus the chips (panel i on axes _axes(i))."""
+    grid = _panel_grid(shape, ndim + 1)
+    names = [f"dim {d} links ({_DIM_NAMES[d]})" for d in range(ndim)]
+    if ndim == 1:
         names = ["dim 0 links (the line)"]
     fig = make_subplots(
-        rows=n_panels if stacked else 1,
-        cols=1 if stacked else n_panels,
-        subplot_titles=[*names, "chips: " + fr.held_label.replace("share of ", "")],
+        rows=grid[0],
+        cols=grid[1],
+        subplot_titles=[*names, "chips: " + held_label.replace("share of ", "")],
         horizontal_spacing=0.06,
-        vertical_spacing=0.08,
+        vertical_spacing=0.08 if grid[1] == 1 else 0.12,
     )
-    fig.update_layout(height=_panels_height(shape, stacked, n_panels))
+    fig.update_layout(height=_panels_height(shape, grid))
+    return fig
 
-    def where(i):
-        return {"row": i + 1, "col": 1} if stacked else {"row": 1, "col": i + 1}
 
-    return fig, where
+@functools.lru_cache(maxsize=32)
+def _grid_and_layout(topo, held_label: str) -> tuple[np.ndarray, np.ndarray, tuple, dict]:
+    """grid_cells(topo) and the figure's layout but its title, as plain JSON: built once per
+    topology, since a frame changes only the cells' values and the title."""
+    rows, cols, shape = grid_cells(topo)
+    fig = _panels(topo.ndim, held_label, shape)
+    fig.update_yaxes(range=[shape[0] - 0.5, -0.5], showticklabels=False, showgrid=False)
+    fig.update_xaxes(range=[-0.5, shape[1] - 0.5], showticklabels=False, showgrid=False)
+    fig.update_annotations(font_size=12)  # the panel titles
+    if topo.ndim == 3:
+        fig.add_annotation(**SLICES_NOTE, text=_slices_note(topo))
+    margin = {"l": 20, "r": 90, "t": 110, "b": 60}
+    fig.update_layout(width=WIDTH, margin=margin, plot_bgcolor="white")
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template")  # each new figure takes the default template itself: no re-validation
+    return rows, cols, shape, layout
 
 
 def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
@@ -131,6 +163,7 @@ def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
             hoverongaps=False,
             hovertemplate=f"dim {d} links of chip at row %{{y}}, "
             "column %{x}: level %{z}<extra></extra>",
+            **_axes(d),
         )
         for d in range(fr.tl.topo.ndim)
     ]
@@ -139,35 +172,27 @@ def _link_maps(fr: Frames, lv, rows, cols, shape) -> list[go.Heatmap]:
 def heatmap_figure(fr: Frames, step: int) -> go.Figure:
     """Step `step` (0-based) of a big torus as per-dim link-load heatmaps plus chip shares."""
     topo = fr.tl.topo
-    rows, cols, shape = grid_cells(topo)
-    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
-    held = fr.held[step + 1] if len(fr) else fr.held[0]
-    fig, where = _panels(fr, shape)
-    for d, trace in enumerate(_link_maps(fr, lv, rows, cols, shape)):
-        fig.add_trace(trace, **where(d))
+    rows, cols, shape, layout = _grid_and_layout(topo, fr.held_label)
+    lv, held = fr.level_at(step), fr.held_after(step)
     chips = _link_grid(np.round(held, 2).astype(np.float32), rows, cols, shape, np.float32)
     hover = "chip at row %{y}, column %{x}: %{z:.0%}<extra></extra>"
-    fig.add_trace(
-        go.Heatmap(
-            z=chips, zmin=0, zmax=1, colorscale=CHIP_SCALE, colorbar=CHIP_BAR, hovertemplate=hover
-        ),
-        **where(topo.ndim),
-    )
-    _busiest_marks(fr, step, rows, cols, fig, where)
-    fig.update_yaxes(range=[shape[0] - 0.5, -0.5], showticklabels=False, showgrid=False)
-    fig.update_xaxes(range=[-0.5, shape[1] - 0.5], showticklabels=False, showgrid=False)
-    fig.update_annotations(font_size=12)  # the panel titles
-    fig.update_layout(
-        title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01},
-        width=WIDTH,
-        margin={"l": 20, "r": 90, "t": 110, "b": 60},
-        plot_bgcolor="white",
-    )
+    shares = go.Heatmap(z=chips, zmin=0, zmax=1, colorscale=CHIP_SCALE, colorbar=CHIP_BAR,
+                        hovertemplate=hover, **_axes(topo.ndim))  # fmt: skip
+    traces = [*_link_maps(fr, lv, rows, cols, shape), shares]
+    fig = go.Figure([*traces, *_busiest_marks(fr, step, rows, cols)], layout)
+    fig.update_layout(title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01})
     return fig
 
 
-def _panels_height(shape, stacked, n_panels) -> int:
+def _slices_note(topo) -> str:
+    n = topo.shape[2]
+    return (f"a cell is one chip; a block is one slice dim 2 = k,<br>k = 0 … {n - 1} "
+            "across, then down")  # fmt: skip
+
+
+def _panels_height(shape, grid) -> int:
+    """Pixels for a grid of panels whose cells keep the torus's aspect ratio."""
     rows, cols = shape
-    panel_w = (WIDTH - 110) / (1 if stacked else n_panels)
-    panel_h = min(600 / (n_panels if stacked else 1), panel_w * rows / cols)
-    return int(max(panel_h, 120) * (n_panels if stacked else 1)) + 150
+    panel_w = (WIDTH - 110) / grid[1]
+    panel_h = min(600 / grid[0], panel_w * rows / cols)
+    return int(max(panel_h, 120) * grid[0] + 60 * (grid[0] - 1)) + 150

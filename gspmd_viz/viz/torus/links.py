@@ -83,10 +83,10 @@ def _link_traces(fr: Frames, lv: np.ndarray, gx, gy) -> list[go.Scatter]:
 
 def _busiest_traces(fr: Frames, step: int, gx, gy) -> list[go.Scatter]:
     """Every link tied for the step's busiest, in red (one trace per straight/wrap style)."""
-    if not len(fr) or not len(fr.busiest[step]):
+    if not len(fr):
         return []
     tied = np.zeros(len(fr.links), bool)
-    tied[fr.busiest[step]] = True
+    tied[fr.busiest_at(step)] = True
     k = int(tied.sum())
     name = "busiest link" if k == 1 else f"busiest links ({k} tied)"
     out = []
@@ -170,7 +170,7 @@ def title(fr: Frames, step: int) -> str:
         return head
     rec = tl.steps[step]
     ph = tl.phases[rec.phase]
-    tied = len(fr.busiest[step])
+    tied = len(fr.busiest_at(step))
     busy = format_bytes(rec.max_link_bytes) + (f" ({tied} links tied)" if tied > 1 else "")
     return (
         f"{head}<br>step {step + 1}/{len(tl.steps)} · {ph.name} · phase payload "
@@ -182,8 +182,7 @@ def title(fr: Frames, step: int) -> str:
 def link_figure(fr: Frames, step: int) -> go.Figure:
     """Draw step `step` (0-based): link loads, chip colours, every busiest link in red."""
     gx, gy = geometry(fr)
-    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
-    held = fr.held[step + 1] if len(fr) else fr.held[0]
+    lv, held = fr.level_at(step), fr.held_after(step)
     traces = [*_link_traces(fr, lv, gx, gy), *_busiest_traces(fr, step, gx, gy)]
     fig = go.Figure([*traces, _chip_trace(fr, held)])
     span = np.ptp(fr.xy[:, 0]) + 2.5, np.ptp(fr.xy[:, 1]) + 2.5
@@ -232,8 +231,7 @@ def _svg_paths(gx, gy, colour, width, dash, to_px) -> list[str]:
 def svg(fr: Frames, step: int) -> str:
     """Step `step` as a self-contained <svg>: links by load, busiest in red, chips by share."""
     gx, gy = geometry(fr)
-    lv = fr.level[step] if len(fr) else np.zeros(len(fr.links), np.int8)
-    held = fr.held[step + 1] if len(fr) else fr.held[0]
+    lv, held = fr.level_at(step), fr.held_after(step)
     x0, y1 = np.nanmin(gx) - 0.5, np.nanmax(gy) + 0.5
     scale = (WIDTH - 40) / (np.nanmax(gx) + 0.5 - x0)
     scale = min(scale, 360 / (y1 - np.nanmin(gy) + 0.5))
@@ -249,7 +247,7 @@ def svg(fr: Frames, step: int) -> str:
             body += _svg_paths(gx[m], gy[m], COLOURS[b], WIDTHS[b] * 0.6, is_wrap, to_px)
     if len(fr):
         m = np.zeros(len(fr.links), bool)
-        m[fr.busiest[step]] = True
+        m[fr.busiest_at(step)] = True
         body += _svg_paths(gx[m], gy[m], BUSIEST, 3, False, to_px)
     body += _svg_chips(fr, held, to_px)
     text = _svg_text(fr, step, height)

@@ -1,14 +1,16 @@
 """The torus widget: pick a topology, collective, algorithm, payload and TPU, then watch each step.
 
-``frames(tl)`` turns a recorded Timeline into per-step arrays once; ``figure(fr, step)`` draws one
-step, link by link up to 256 chips (links.py) and as per-dim heatmaps beyond
-(heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus controls that
-record a new timeline. Nothing here re-simulates a step. Every handler error becomes one line in
-the widget and greys the stale figure; the controls always describe what is drawn.
+``frames(tl)`` gives a recorded Timeline's per-step drawing data (each step worked out when drawn);
+``figure(fr, step)`` draws one step, link by link up to 256 chips (links.py) and as per-dim
+heatmaps beyond (heatmap.py); ``TorusWidget`` is a frame index (Play + slider) over them plus
+controls that record a new timeline (recent ones are kept, so going back redraws at once).
+Nothing here re-simulates a step. Every handler error becomes one line in the widget and greys the
+stale figure; the controls always describe what is drawn.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import html
 import itertools
@@ -28,12 +30,21 @@ from gspmd_viz.viz.torus.links import LINK_VIEW_CHIPS, link_figure, svg
 __all__ = ["Frames", "TorusWidget", "figure", "frames", "parse_torus_shape", "positions", "svg"]
 CUSTOM = "custom"
 PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4x4": "tpu-v4"}
-# slices of today's pods the dropdown offers (their chip follows from the name: sim.chip_of)
-TODAY = ("tpu-v5e-8x16", "tpu-v5e-256", "tpu-v6e-256", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8",
-         "tpu-v4-4096", "tpu7x-9216")  # fmt: skip
+# today's pods: sub-slices that show the wraparound rules, then every whole pod sim names (their
+# chip follows from the name: sim.chip_of)
+SUB_SLICES = ("tpu-v5e-8x16", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8")
+TODAY = (*SUB_SLICES, *sim.presets.NAMED)
 PRESETS = (*sim.PRESETS, *TODAY)
+_TOPOLOGIES = {name: sim.preset(name) for name in PRESETS}  # built once: coords and links cached
 MAX_CHIPS = 9216  # Ironwood's pod; big tori are drawn as per-dim heatmaps
 A2A_MAX_CHIPS = 256  # a direct all-to-all routes N^2 transfers: seconds beyond this
+# the longest line of chips the widget simulates: the multipod's 128. A ring along n chips takes
+# 2(n - 1) steps of N transfers each: 9216 chips in one line took 4 to 40 s to simulate.
+MAX_DIM = 128
+# A widget keeps its last timelines, so going back to a setting redraws at once, while they hold
+# at most this many transfers (~55 bytes each: ~170 MB); a 9,216-chip torus-3d-thirds alone
+# holds 6.7 million, so only the current timeline is kept then.
+KEPT_TRANSFERS = 3_000_000
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:
@@ -47,7 +58,22 @@ def figure(fr: Frames, step: int = 0) -> go.Figure:
 
 def preset_chip(name: str) -> str | None:
     """The chip a preset implies (None for the toy tori, which keep the chosen one)."""
-    return PRESET_CHIPS.get(name) or (sim.chip_of(sim.preset(name)) if name in TODAY else None)
+    return PRESET_CHIPS.get(name) or (sim.chip_of(_TOPOLOGIES[name]) if name in TODAY else None)
+
+
+def runnable(topo: sim.Topology, kind: str) -> list[str]:
+    """The algorithms of `kind` sim runs on `topo` within its transfer cap (the ring's N^2
+    transfers exceed it beyond 2,236 chips); all of them when none fits, so the cap's
+    message says why."""
+    names = sim.applicable(topo, kind)
+    fits = [
+        n for n in names if sim.ALGORITHMS[n].transfers(topo.n_chips) <= sim.registry.MAX_TRANSFERS
+    ]
+    return fits or names
+
+
+def _transfers(recorded) -> int:
+    return sum(len(rec.step.dst) for fr in recorded for rec in fr.tl.steps)
 
 
 def parse_torus_shape(text: str) -> tuple[int, ...]:
@@ -75,6 +101,7 @@ class TorusWidget(widgets.VBox):
         self._quiet_depth = 0
         self._rank = None  # rank of the topology the controls were last synced to
         self.frames: Frames | None = None
+        self._recorded: collections.OrderedDict[tuple, Frames] = collections.OrderedDict()
         self.figure: go.Figure | None = None
         self._make_controls(preset, payload, chip)
         self.message, self.summary, self.plot = widgets.HTML(), widgets.HTML(), PlotlyView()
@@ -161,7 +188,7 @@ class TorusWidget(widgets.VBox):
     # ----- keeping controls and display in agreement --------------------------------------------
     def _fill_preset(self):
         """Size, wraparound and (for real TPU pods) the chip of the chosen preset."""
-        topo = sim.preset(self.preset.value)
+        topo = _TOPOLOGIES[self.preset.value]
         self.size.value = "x".join(map(str, topo.shape))
         self.wrap.options = wrap_options(topo.ndim)
         self.wrap.value = topo.wrap
@@ -176,17 +203,15 @@ class TorusWidget(widgets.VBox):
                 self.wrap.options = wrap_options(topo.ndim)
                 self.wrap.value = (True,) * topo.ndim
             self.preset.value = self._matching_preset(topo)
-            names = sim.applicable(topo, self.kind.value)
+            names = runnable(topo, self.kind.value)
             keep = self.algorithm.value if topo.ndim == self._rank else None  # new rank: default
+            default = sim.default_algorithm(topo, self.kind.value)
             self.algorithm.options = names
-            self.algorithm.value = (
-                keep if keep in names else sim.default_algorithm(topo, self.kind.value)
-            )
+            self.algorithm.value = next(n for n in (keep, default, names[0]) if n in names)
             self._rank = topo.ndim
 
     def _matching_preset(self, topo: sim.Topology) -> str:
-        for name in PRESETS:
-            p = sim.preset(name)
+        for name, p in _TOPOLOGIES.items():
             chip_ok = (preset_chip(name) or self.chip.value) == self.chip.value
             if (p.shape, p.wrap) == (topo.shape, topo.wrap) and chip_ok:
                 return name
@@ -200,7 +225,7 @@ class TorusWidget(widgets.VBox):
         same_rank = len(self.wrap.value) == len(shape)
         topo = sim.torus(shape, self.wrap.value if same_rank else True)  # a new rank: all wrap
         name = self._matching_preset(topo)
-        return sim.preset(name) if name != CUSTOM else topo
+        return _TOPOLOGIES[name] if name != CUSTOM else topo
 
     # ----- recording and showing ---------------------------------------------------------------
     def _check_size(self, topo: sim.Topology):
@@ -213,6 +238,12 @@ class TorusWidget(widgets.VBox):
             raise ValueError(
                 f"{topo.n_chips} chips: the widget draws up to {MAX_CHIPS} (Ironwood's "
                 "pod); call gv.sim.simulate in code for bigger tori"
+            )
+        if max(topo.shape) > MAX_DIM:
+            raise ValueError(
+                f"size {self.size.value}: the widget draws lines of up to {MAX_DIM} chips (a "
+                f"ring along {max(topo.shape)} takes {2 * (max(topo.shape) - 1):,} steps); call "
+                "gv.sim.simulate in code for longer ones"
             )
         if self.kind.value == "all-to-all" and topo.n_chips > A2A_MAX_CHIPS:
             raise ValueError(
@@ -228,15 +259,8 @@ class TorusWidget(widgets.VBox):
             nbytes = parse_bytes(self.payload.value)
         except ValueError as err:
             raise ValueError(f"payload: {err}") from None
-        tl = sim.simulate(
-            topo,
-            self.kind.value,
-            nbytes,
-            algorithm=self.algorithm.value,
-            chip=self.chip.value,
-            pad=self.pad.value,
-        )
-        self.frames = frames(tl)
+        self.frames = self._record(topo, nbytes)
+        tl = self.frames.tl
         about = f"{tl.algorithm}: {sim.describe(tl.algorithm)}\n"
         self.summary.value = f"<pre>{html.escape(about + tl.summary(), quote=False)}</pre>"
         with self._quiet():
@@ -244,6 +268,21 @@ class TorusWidget(widgets.VBox):
             self.play.value = self.slider.value = 1
             self.play.max = self.slider.max = max(len(tl.steps), 1)
         self.show(0)
+
+    def _record(self, topo: sim.Topology, nbytes: int) -> Frames:
+        """The frames of the controls' timeline: simulated once per setting, kept while the
+        last settings' timelines hold at most KEPT_TRANSFERS transfers."""
+        kind, algorithm, chip, pad = (
+            c.value for c in (self.kind, self.algorithm, self.chip, self.pad)
+        )
+        setting = (topo, kind, nbytes, algorithm, chip, pad)
+        if setting not in self._recorded:
+            tl = sim.simulate(topo, kind, nbytes, algorithm=algorithm, chip=chip, pad=pad)
+            self._recorded[setting] = frames(tl)
+        self._recorded.move_to_end(setting)
+        while len(self._recorded) > 1 and _transfers(self._recorded.values()) > KEPT_TRANSFERS:
+            self._recorded.popitem(last=False)
+        return self._recorded[setting]
 
     def show(self, step: int):
         """Draw step `step` (0-based) of the recorded frames."""
