@@ -1,15 +1,15 @@
 """Torus simulator benchmark: speed at pod scale, and how close each algorithm gets to the bound.
 
 Run: .venv/bin/python benchmarks/torus.py
-Prints (1) wall time to simulate the 2-D all-reduce and build its animation frames at 64, 1024
-and 4096 chips (goal: 4096-chip multipod under 2 s), (2) every all-reduce algorithm's simulated
-time over its bandwidth lower bound on the 32x32 TPU-v3 pod (goal: best 2-D algorithm within
-1.1x for large payloads), (3) all-to-all against its bounds, (4) the goals of today's pods:
-on the 32x32 pod the fastest algorithm ("auto") for 32 KiB, 1 MiB and 1 GiB against
-max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), each split into its
-steps' hops (sum of longest route x alpha) and bytes (sum of busiest link / beta), a 9,216-chip
-all-reduce simulated under 2 s, (5) every preset's figures with their sources, and (6) twisted
-tori against untwisted ones of the same shape: diameter, cut links, an all-to-all.
+Prints (1) wall time to simulate the 2-D all-reduce and set up its frames (a step is worked out
+when drawn) at 64, 1024 and 4096 chips (goal: 4096-chip multipod under 2 s), (2) every all-reduce
+algorithm's simulated time over its bandwidth lower bound on the 32x32 TPU-v3 pod (goal: best 2-D
+algorithm within 1.1x for large payloads), (3) all-to-all against its bounds, (4) the goals of
+today's pods: on the 32x32 pod the fastest algorithm ("auto") for 32 KiB, 1 MiB and 1 GiB against
+max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), each split into its steps'
+hops (sum of longest route x alpha) and bytes (sum of busiest link / beta), a 9,216-chip all-reduce
+simulated under 2 s, (5) every preset's figures with their sources, and (6) twisted tori against
+untwisted ones of the same shape: diameter, cut links, an all-to-all.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def wall(fn, repeats=3):
 
 
 def scaling(nbytes=2**25):
-    print(f"1) simulate 2-D all-reduce ({nbytes // 2**20} MiB/chip) + build animation frames")
+    print(f"1) simulate 2-D all-reduce ({nbytes // 2**20} MiB/chip) + set up frames "
+          "(a step is worked out when drawn)")  # fmt: skip
     print(f"   {'topology':<18}{'chips':>6}{'algorithm':>18}{'steps':>7}{'wall':>10}{'x 64':>8}"
           "   chip colour in frames")  # fmt: skip
     base = {}
