@@ -135,7 +135,7 @@ def gptj_block(h, p):
     return h + attention(x, p, rope) + mlp
 
 
-def _params(rng, kv: int, moe_layer: bool):
+def _params(rng, kv: int, moe_layer: bool, layers: int):
     def w(*shape):
         return jnp.asarray(rng.standard_normal(shape) * 0.02, jnp.float32)
 
@@ -147,8 +147,8 @@ def _params(rng, kv: int, moe_layer: bool):
                         "e_down": w(E, F, D)}  # fmt: skip
         return p | {"w_gate": w(D, F), "w_up": w(D, F), "w_down": w(F, D)}
 
-    layers = [layer() for _ in range(LAYERS)]
-    return {"embed": w(V, D), "head": w(D, V), "final_norm": jnp.ones(D), "layers": layers}
+    stack = [layer() for _ in range(layers)]
+    return {"embed": w(V, D), "head": w(D, V), "final_norm": jnp.ones(D), "layers": stack}
 
 
 MODELS = {  # name -> (block, final norm, kv heads, MoE)
@@ -158,10 +158,10 @@ MODELS = {  # name -> (block, final norm, kv heads, MoE)
 }
 
 
-def build(name: str, seed: int = 0):
-    """(f, (params, tokens)) for one model family."""
+def build(name: str, seed: int = 0, layers: int = LAYERS):
+    """(f, (params, tokens)) for one model family with `layers` decoder blocks."""
     block, norm, kv, moe_layer = MODELS[name]
     rng = np.random.default_rng(seed)
-    params = _params(rng, kv, moe_layer)
+    params = _params(rng, kv, moe_layer, layers)
     tokens = jnp.asarray(rng.integers(0, V, (B, S)), jnp.int32)
     return functools.partial(_decoder, block=block, norm=norm), (params, tokens)

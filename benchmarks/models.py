@@ -21,7 +21,10 @@ Layouts as MaxText ships them: embeddings [vocab@model, embed@data], q/k/v [embe
 heads@model, ..], out [heads@model, .., embed@data], MLP in [embed@data, hidden@model], out
 [hidden@model, embed@data], experts [expert@model, embed@data, hidden], tokens [batch@data].
 
-    PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]]
+    PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]] [--layers [MODEL]]
+
+--layers: our propagate + partition time at 2, 4 and 8 layers (CPU ms, and per equation: flat
+when the cost of a plan grows linearly in equations).
 """
 
 import os
@@ -95,6 +98,21 @@ def table() -> None:
         print(row(name))
 
 
+def scaling(name: str = "llama", layers=(2, 4, 8), repeats: int = 5) -> None:
+    """Our propagate + partition time (median CPU ms) as the model grows, per equation too."""
+    print(f"{name}: layers  eqns  ours CPU ms  us per eqn")
+    for n in layers:
+        f, args = build(name, layers=n)
+        prog = gv.trace(f, *args)
+        cpu = []
+        for _ in range(repeats):
+            start = time.process_time()
+            gv.partition(gv.propagate(prog))
+            cpu.append(time.process_time() - start)
+        ms, eqns = statistics.median(cpu) * 1e3, len(prog.equations)
+        print(f"{n:>14} {eqns:>5} {ms:>12.0f} {ms * 1e3 / eqns:>11.0f}")
+
+
 def profile(name: str = "llama", top: int = 12) -> None:
     """The partitioner's top functions by cumulative time on one model."""
     import cProfile
@@ -109,8 +127,11 @@ def profile(name: str = "llama", top: int = 12) -> None:
 
 if __name__ == "__main__":
     jnp.zeros(())  # start the backend before timing anything
+    names = [a for a in sys.argv[1:] if a in MODELS]
     if "--profile" in sys.argv:
-        names = [a for a in sys.argv[1:] if a in MODELS]
         profile(*names[:1])
+    elif "--layers" in sys.argv:
+        for name in names or MODELS:
+            scaling(name)
     else:
         table()
