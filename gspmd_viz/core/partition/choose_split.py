@@ -274,7 +274,9 @@ class EquationSplit:
             total += handoff(v, local)
         return total
 
-    def candidates(self, costs: Costs) -> list[FactorAxes]:
+    def candidates(self, costs: Costs) -> tuple[list[FactorAxes], int]:
+        """(the candidate splits, how many of them come first without `Costs.spread`: the
+        rest are those with idle mesh axes sharing the work)."""
         rule = self.rule
         found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
@@ -288,11 +290,13 @@ class EquationSplit:
         if self.halo:  # or whole: concatenate([h, h]) gathers h once, not a halo per operand
             found.append({})
         unique: list[FactorAxes] = []
-        shared = functools.partial(spread, self) if costs.spread else (lambda _: [])
-        for more in (lambda _: found, merged, shared):
+        for more in (lambda _: found, merged):
             for fa in map(self.sanitize, more(unique)):
                 unique += [] if fa in unique else [fa]
-        return unique
+        plain = len(unique)
+        for fa in map(self.sanitize, spread(self, unique) if costs.spread else []):
+            unique += [] if fa in unique else [fa]
+        return unique, plain
 
     def rehomed(self, fa: FactorAxes) -> list[FactorAxes]:
         """fa with the axes this equation cannot split by (an update's rows, say) moved to
@@ -318,19 +322,24 @@ def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
     return variants(eqn) if variants else [propagated]
 
 
-def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
+def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes, bool]:
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
-    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once."""
+    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once.
+    Third: whether the winner is a split only `Costs.spread` proposes (without it, the choice
+    would be another; otherwise the same, as the rest come first and win ties)."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
     free = q0.cost(first, costs) == 0 and not q0.covers(first)
     if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
-        return q0, first
-    found = [(q, fa) for q in splits for fa in q.candidates(costs)]
+        return q0, first, False
+    found = []
+    for q in splits:
+        candidates, plain = q.candidates(costs)
+        found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
 
-    def key(qf) -> tuple:
-        q, fa = qf
+    def key(qfs) -> tuple:
+        q, fa, _ = qfs
         return (*rank(q, fa, costs, q.cost(fa, costs), promise), q.covers(fa))
 
     return min(found, key=key)

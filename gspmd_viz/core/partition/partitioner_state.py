@@ -31,8 +31,8 @@ class PartitionerState(Costs, Protocol):
     trips: int  # in a loop body: its trip count (1 outside loops)
     held: float  # bytes of loop constants moved once, before their loop, and held
 
-    def split(self, eqn: Equation, rule=None, settled: bool = True) -> EquationSplit:
-        """One rule of `eqn` with propagation's settled split."""
+    def split(self, eqn: Equation) -> EquationSplit:
+        """The first rule of `eqn` with propagation's settled split."""
 
     def buffer(self, v: Value, target: Sharding, eqn: Equation | None) -> str:
         """The name of a buffer holding v in `target`, resharding if needed."""
