@@ -94,6 +94,7 @@ class EquationSplit:
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
+        self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -241,11 +242,20 @@ class EquationSplit:
         return tuple(a for a in self.mesh.axis_names if a in red)
 
     def operand_sharding(self, fa, i: int) -> Sharding:
-        return Sharding.of_axes(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
+        return self._tensor_sharding(fa, i, False)
 
     def result_sharding(self, fa, j: int) -> Sharding:
-        pending = self.reduction_axes(fa) if self.combine == "sum" else ()
-        return Sharding.of_axes(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
+        return self._tensor_sharding(fa, j, True)
+
+    def _tensor_sharding(self, fa, k: int, result: bool) -> Sharding:
+        """Operand or result k's sharding under split fa, made once per (fa, k): costing
+        asks for each many times, and every pass asks again (the memo shares this split)."""
+        key = (tuple(fa.items()), k, result)
+        if key not in self._shardings:
+            tensor = (self.rule.results if result else self.rule.operands)[k]
+            pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
+            self._shardings[key] = Sharding.of_axes(self.mesh, _tensor_axes(fa, tensor), pending)
+        return self._shardings[key]
 
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn

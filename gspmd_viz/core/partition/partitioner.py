@@ -37,12 +37,14 @@ from gspmd_viz.core.spmd.run import SPMDProgram
 
 class PassMemo:
     """What the passes over one propagated program share (whole_plan builds up to four): what
-    each value's consumers ask for (`wanted_by`: it depends on propagation only), each
-    equation's splits (`splits`: its rules with propagation's split, costed alike by any pass)
-    and each choice made, with the versions it read (`choices`: Partitioner.choice)."""
+    each value's consumers ask for (`wanted_by`: it depends on propagation only) and the bytes
+    to move a value there from a sharding (`asked`: lookahead.asked_cost), each equation's
+    splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
+    choice made, with the versions it read (`choices`: Partitioner.choice)."""
 
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
+        self.asked: dict[tuple[Value, Sharding], float] = {}
         self.splits: dict[Equation, list[EquationSplit]] = {}
         self.choices: dict[Equation, list[tuple]] = {}  # (reads, spread, rule, split, shared)
 
