@@ -220,6 +220,8 @@ class Propagator:
     def visit(self, i: int, priority: int) -> list[Value]:
         """Equation i's factors written back to its results, then its operands (in the
         directions the priority allows); the values that changed."""
+        if not any(any(self.spec[t.value]) for t in self.tensors[i]):
+            return []  # no tensor of it holds a mesh axis: nothing to hand on
         ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
         narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
         skip = narrow if priority < BROADCAST_FORWARD else frozenset()
