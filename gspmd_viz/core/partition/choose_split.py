@@ -95,6 +95,7 @@ class EquationSplit:
         }
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
         self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
+        self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -200,6 +201,14 @@ class EquationSplit:
         return fa
 
     def sanitize(self, fa: FactorAxes) -> FactorAxes:
+        """fa cut to a split this equation can make (see the module text); worked out once
+        per split asked about (a copy each time: callers build on it)."""
+        key = tuple((f, tuple(axes)) for f, axes in fa.items())
+        if key not in self._sanitized:
+            self._sanitized[key] = self._sanitize(fa)
+        return dict(self._sanitized[key])
+
+    def _sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
         fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
         for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only

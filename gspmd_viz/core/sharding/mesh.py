@@ -29,11 +29,12 @@ class Mesh:
         self._axes = tuple((name, int(size)) for name, size in axes.items())
         self._size_of = dict(self._axes)  # read by every shard-shape question: made once
         self._hash = hash(self._axes)  # every sharding's hash holds its mesh's
+        self._names = tuple(name for name, _ in self._axes)
         self.unit_axes = frozenset(name for name, size in self._axes if size == 1)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self._axes)
+        return self._names
 
     @property
     def shape(self) -> dict[str, int]:
