@@ -96,6 +96,7 @@ class EquationSplit:
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
         self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
+        self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -181,7 +182,14 @@ class EquationSplit:
         ]
 
     def from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
-        """The factor split a tensor's sharding implies (compound dims split major first)."""
+        """The factor split a tensor's sharding implies (compound dims split major first);
+        worked out once per (tensor, spec), a copy each time."""
+        key = (tensor, sharding.spec)
+        if key not in self._implied:
+            self._implied[key] = self._from_tensor(tensor, sharding)
+        return dict(self._implied[key])
+
+    def _from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
         fa: FactorAxes = {}
         for d, fs in enumerate(tensor):
             axes = list(sharding.dim_axes(d))
@@ -289,7 +297,7 @@ class EquationSplit:
         for j, v in enumerate(self.eqn.outputs):
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
-                local = Sharding(self.mesh, local.spec)  # combined right away
+                local = Sharding.of_axes(self.mesh, local.spec)  # combined right away
             total += handoff(v, local)
         return total
 
@@ -349,7 +357,8 @@ def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, Fa
     would be another; otherwise the same, as the rest come first and win ties)."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
-    free = q0.cost(first, costs) == 0 and not q0.covers(first)
+    settled_cost = q0.cost(first, costs)
+    free = settled_cost == 0 and not q0.covers(first)
     if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
         return q0, first, False
     found = []
@@ -359,6 +368,7 @@ def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, Fa
 
     def key(qfs) -> tuple:
         q, fa, _ = qfs
-        return (*rank(q, fa, costs, q.cost(fa, costs), promise), q.covers(fa))
+        wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs)  # costed above
+        return (*rank(q, fa, costs, wire, promise), q.covers(fa))
 
     return min(found, key=key)
