@@ -14,7 +14,10 @@ embeddings and parallel attention + MLP) at tiny sizes with random weights, each
 MaxText's FSDP + tensor-parallel layout given per keras variable path; llama_kh is llama
 with the layout keras-hub ships for it (LlamaBackbone.get_layout_map).
 
-    PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]]
+    PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]] [--layers [MODEL]]
+
+--layers: our propagate + partition time at 2, 4 and 8 layers (CPU ms, and per equation: flat
+when the cost of a plan grows linearly in equations).
 """
 
 import os
@@ -96,6 +99,21 @@ def table() -> None:
         print(row(name))
 
 
+def scaling(name: str = "llama", layers=(2, 4, 8), repeats: int = 5) -> None:
+    """Our propagate + partition time (median CPU ms) as the model grows, per equation too."""
+    print(f"{name}: layers  eqns  ours CPU ms  us per eqn")
+    for n in layers:
+        f, args = build(name, layers=n)
+        prog = gv.trace(f, *args)
+        cpu = []
+        for _ in range(repeats):
+            start = time.process_time()
+            gv.partition(gv.propagate(prog))
+            cpu.append(time.process_time() - start)
+        ms, eqns = statistics.median(cpu) * 1e3, len(prog.equations)
+        print(f"{n:>14} {eqns:>5} {ms:>12.0f} {ms * 1e3 / eqns:>11.0f}")
+
+
 def profile(name: str = "llama", top: int = 12) -> None:
     """The partitioner's top functions by cumulative time on one model."""
     import cProfile
@@ -110,8 +128,11 @@ def profile(name: str = "llama", top: int = 12) -> None:
 
 if __name__ == "__main__":
     jnp.zeros(())  # start the backend before timing anything
+    names = [a for a in sys.argv[1:] if a in MODELS]
     if "--profile" in sys.argv:
-        names = [a for a in sys.argv[1:] if a in MODELS]
         profile(*names[:1])
+    elif "--layers" in sys.argv:
+        for name in names or MODELS:
+            scaling(name)
     else:
         table()

@@ -92,13 +92,15 @@ def layout_of(name: str) -> dict:
     return {pattern: tuple(shipped[pattern].axes) for pattern in shipped}
 
 
-def causal_lm(name: str, seed: int = 0):
-    """keras-hub's causal LM `name` at tiny size, weights drawn by its own initializers."""
+def causal_lm(name: str, seed: int = 0, layers: int = SIZES["num_layers"]):
+    """keras-hub's causal LM `name` at tiny size with `layers` decoder blocks, weights drawn
+    by its own initializers."""
     if keras.config.backend() != "jax":
         raise RuntimeError(f"keras runs on {keras.config.backend()!r}: import this module first")
     lm_class, backbone_class, arguments, _ = MODELS[name]
     with _seeded(seed):
-        backbone = getattr(keras_hub.models, backbone_class)(**SIZES, **arguments)
+        sizes = SIZES | {"num_layers": layers}
+        backbone = getattr(keras_hub.models, backbone_class)(**sizes, **arguments)
         return getattr(keras_hub.models, lm_class)(backbone=backbone, preprocessor=None)
 
 
@@ -119,11 +121,11 @@ def _split(x, spec):
     return gv.mesh_split(x, MESH, spec) if spec else x
 
 
-def build(name: str, seed: int = 0):
-    """(f, (weights, inputs)): f runs keras-hub's model on weights {path: array} and inputs
-    {"token_ids", "padding_mask"} [BATCH, SEQ], every weight annotated with its layout;
-    it returns the logits [BATCH, SEQ, vocabulary]."""
-    model = causal_lm(name, seed)
+def build(name: str, seed: int = 0, layers: int = SIZES["num_layers"]):
+    """(f, (weights, inputs)): f runs keras-hub's model (`layers` decoder blocks) on weights
+    {path: array} and inputs {"token_ids", "padding_mask"} [BATCH, SEQ], every weight annotated
+    with its layout; it returns the logits [BATCH, SEQ, vocabulary]."""
+    model = causal_lm(name, seed, layers)
     layout = layout_of(name)
     paths = [v.path for v in model.trainable_variables]
     specs = {path: spec_for(path, layout) for path in paths}

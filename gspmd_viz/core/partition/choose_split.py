@@ -94,6 +94,9 @@ class EquationSplit:
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
+        self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
+        self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
+        self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -179,7 +182,14 @@ class EquationSplit:
         ]
 
     def from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
-        """The factor split a tensor's sharding implies (compound dims split major first)."""
+        """The factor split a tensor's sharding implies (compound dims split major first);
+        worked out once per (tensor, spec), a copy each time."""
+        key = (tensor, sharding.spec)
+        if key not in self._implied:
+            self._implied[key] = self._from_tensor(tensor, sharding)
+        return dict(self._implied[key])
+
+    def _from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
         fa: FactorAxes = {}
         for d, fs in enumerate(tensor):
             axes = list(sharding.dim_axes(d))
@@ -199,6 +209,14 @@ class EquationSplit:
         return fa
 
     def sanitize(self, fa: FactorAxes) -> FactorAxes:
+        """fa cut to a split this equation can make (see the module text); worked out once
+        per split asked about (a copy each time: callers build on it)."""
+        key = tuple((f, tuple(axes)) for f, axes in fa.items())
+        if key not in self._sanitized:
+            self._sanitized[key] = self._sanitize(fa)
+        return dict(self._sanitized[key])
+
+    def _sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
         fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
         for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
@@ -241,11 +259,20 @@ class EquationSplit:
         return tuple(a for a in self.mesh.axis_names if a in red)
 
     def operand_sharding(self, fa, i: int) -> Sharding:
-        return Sharding.of_axes(self.mesh, _tensor_axes(fa, self.rule.operands[i]))
+        return self._tensor_sharding(fa, i, False)
 
     def result_sharding(self, fa, j: int) -> Sharding:
-        pending = self.reduction_axes(fa) if self.combine == "sum" else ()
-        return Sharding.of_axes(self.mesh, _tensor_axes(fa, self.rule.results[j]), pending)
+        return self._tensor_sharding(fa, j, True)
+
+    def _tensor_sharding(self, fa, k: int, result: bool) -> Sharding:
+        """Operand or result k's sharding under split fa, made once per (fa, k): costing
+        asks for each many times, and every pass asks again (the memo shares this split)."""
+        key = (tuple(fa.items()), k, result)
+        if key not in self._shardings:
+            tensor = (self.rule.results if result else self.rule.operands)[k]
+            pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
+            self._shardings[key] = Sharding.of_axes(self.mesh, _tensor_axes(fa, tensor), pending)
+        return self._shardings[key]
 
     def cost(self, fa: FactorAxes, costs: Costs) -> float:
         e = self.eqn
@@ -270,11 +297,13 @@ class EquationSplit:
         for j, v in enumerate(self.eqn.outputs):
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
-                local = Sharding(self.mesh, local.spec)  # combined right away
+                local = Sharding.of_axes(self.mesh, local.spec)  # combined right away
             total += handoff(v, local)
         return total
 
-    def candidates(self, costs: Costs) -> list[FactorAxes]:
+    def candidates(self, costs: Costs) -> tuple[list[FactorAxes], int]:
+        """(the candidate splits, how many of them come first without `Costs.spread`: the
+        rest are those with idle mesh axes sharing the work)."""
         rule = self.rule
         found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
@@ -288,11 +317,13 @@ class EquationSplit:
         if self.halo:  # or whole: concatenate([h, h]) gathers h once, not a halo per operand
             found.append({})
         unique: list[FactorAxes] = []
-        shared = functools.partial(spread, self) if costs.spread else (lambda _: [])
-        for more in (lambda _: found, merged, shared):
+        for more in (lambda _: found, merged):
             for fa in map(self.sanitize, more(unique)):
                 unique += [] if fa in unique else [fa]
-        return unique
+        plain = len(unique)
+        for fa in map(self.sanitize, spread(self, unique) if costs.spread else []):
+            unique += [] if fa in unique else [fa]
+        return unique, plain
 
     def rehomed(self, fa: FactorAxes) -> list[FactorAxes]:
         """fa with the axes this equation cannot split by (an update's rows, say) moved to
@@ -318,19 +349,26 @@ def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
     return variants(eqn) if variants else [propagated]
 
 
-def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
+def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes, bool]:
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
-    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once."""
+    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once.
+    Third: whether the winner is a split only `Costs.spread` proposes (without it, the choice
+    would be another; otherwise the same, as the rest come first and win ties)."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
-    free = q0.cost(first, costs) == 0 and not q0.covers(first)
+    settled_cost = q0.cost(first, costs)
+    free = settled_cost == 0 and not q0.covers(first)
     if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
-        return q0, first
-    found = [(q, fa) for q in splits for fa in q.candidates(costs)]
+        return q0, first, False
+    found = []
+    for q in splits:
+        candidates, plain = q.candidates(costs)
+        found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
 
-    def key(qf) -> tuple:
-        q, fa = qf
-        return (*rank(q, fa, costs, q.cost(fa, costs), promise), q.covers(fa))
+    def key(qfs) -> tuple:
+        q, fa, _ = qfs
+        wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs)  # costed above
+        return (*rank(q, fa, costs, wire, promise), q.covers(fa))
 
     return min(found, key=key)

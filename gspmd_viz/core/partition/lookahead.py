@@ -18,10 +18,13 @@ from gspmd_viz.core.sharding.sharding import Sharding
 
 
 def asked_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
-    """Wire bytes to move v from `local` into every sharding its consumers will ask for."""
-    return float(
-        sum(cached_plan(local, t, v.shape, v.dtype).wire_bytes for t in partitioner.wanted(v))
-    )
+    """Wire bytes to move v from `local` into every sharding its consumers will ask for
+    (what they ask depends on propagation only: the passes' memo keeps the answer)."""
+    known = partitioner.memo.asked
+    if (v, local) not in known:
+        plans = (cached_plan(local, t, v.shape, v.dtype) for t in partitioner.wanted(v))
+        known[v, local] = float(sum(plan.wire_bytes for plan in plans))
+    return known[v, local]
 
 
 def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:

@@ -35,24 +35,62 @@ from gspmd_viz.core.spmd.run import SPMDProgram
 # --- the pass ---------------------------------------------------------------------------------
 
 
+class PassMemo:
+    """What the passes over one propagated program share (whole_plan builds up to four): what
+    each value's consumers ask for (`wanted_by`: it depends on propagation only) and the bytes
+    to move a value there from a sharding (`asked`: lookahead.asked_cost), each equation's
+    splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
+    choice made, with the versions it read (`choices`: Partitioner.choice)."""
+
+    def __init__(self):
+        self.wanted_by: dict[Value, list[Sharding]] = {}
+        self.asked: dict[tuple[Value, Sharding], float] = {}
+        self.splits: dict[Equation, list[EquationSplit]] = {}
+        self.choices: dict[Equation, list[tuple]] = {}  # (reads, spread, rule, split, shared)
+
+
+class Versions(dict):
+    """value -> [(sharding, buffer name)]: every copy of each value made so far. While `reads`
+    is a set, every value looked up is added to it: what a choice read of the pass's state."""
+
+    reads: set | None = None
+
+    def __getitem__(self, v):
+        if self.reads is not None:
+            self.reads.add(v)
+        return super().__getitem__(v)
+
+    def __contains__(self, v) -> bool:
+        if self.reads is not None:
+            self.reads.add(v)
+        return super().__contains__(v)
+
+    def layouts(self, v) -> tuple | None:
+        """The layouts (spec, pending sums) v exists in, in order; None before it is made."""
+        if not super().__contains__(v):
+            return None
+        return tuple((s.spec, s.unreduced) for s, _ in super().__getitem__(v))
+
+
 class Partitioner:
     """One pass. `follow`: XLA's split everywhere (follow_xla.py); `spread`: idle mesh axes share an
     equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
     (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
-    constants resharded once, before their loop (control_flow.hoisted). `wanted`: the `wanted_by`
-    of another pass over the same prop (what consumers ask for depends on propagation only)."""
+    constants resharded once, before their loop (control_flow.hoisted). `memo`: what the passes
+    over one prop share (PassMemo; a pass of its own when omitted)."""
 
-    def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False, wanted=None):
+    def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False, memo=None):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
         self.follow, self.spread, self.every_trip = follow, spread, every_trip
         self.sizes, self.notes, self.departed, self.held = prop.mesh.shape, [], False, 0
-        self.versions: dict[Value, list[tuple[Sharding, str]]] = {}
+        self.versions = Versions()
         self.instructions, self._count = [], {}
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
         self.live_set = {e for u in self.live() for e in self._equations_of(u)}
-        self.wanted_by: dict[Value, list[Sharding]] = {} if wanted is None else wanted
+        self.memo = PassMemo() if memo is None else memo
+        self.wanted_by: dict[Value, list[Sharding]] = self.memo.wanted_by
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
 
@@ -62,13 +100,23 @@ class Partitioner:
         return [unit]
 
     def splits(self, eqn: Equation) -> list[EquationSplit]:
-        """One per rule the equation may split by (split.rules_of), ready to be costed."""
+        """One per rule the equation may split by (split.rules_of), ready to be costed. Made
+        once per memo, but for a windowed op (its splits note, as they are costed, which halos
+        would not pay: each pass notes its own)."""
+        if eqn in self.memo.splits:
+            return self.memo.splits[eqn]
         rules = rules_of(eqn, self.prop.rule(eqn))
-        return [self.split(eqn, rule, k == 0) for k, rule in enumerate(rules)]
+        made = [self._split(eqn, rule, k == 0) for k, rule in enumerate(rules)]
+        if not entry_for(eqn).halo:
+            self.memo.splits[eqn] = made
+        return made
 
-    def split(self, eqn: Equation, rule=None, settled: bool = True) -> EquationSplit:
-        """One rule (default: the first) with propagation's settled split (or none)."""
-        rule = rule or rules_of(eqn, self.prop.rule(eqn))[0]
+    def split(self, eqn: Equation) -> EquationSplit:
+        """The equation's first rule with propagation's settled split."""
+        return self.splits(eqn)[0]
+
+    def _split(self, eqn: Equation, rule, settled: bool) -> EquationSplit:
+        """One rule with propagation's settled split (or none)."""
         propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
         fa = self.prop.factor_axes(eqn) if settled else {}
         q = EquationSplit(eqn, rule, fa, propagated, self.mesh)
@@ -173,8 +221,28 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else choose(splits, self)
+        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else self.choice(eqn, splits)
         self.departed |= q is not q0 or fa != settled
+        return q, fa
+
+    def choice(self, eqn: Equation, splits: list[EquationSplit]) -> tuple[EquationSplit, dict]:
+        """choose_split.choose's answer, remembered in the memo with the versions it read:
+        a pass holding those values in the same layouts gets the same answer (a pass whose
+        idle axes share work answers for one whose do not, unless sharing made its winner).
+        Outside loops only (in a loop, a version's buffer decides: control_flow.runs_once),
+        and not for windowed ops (what they cost reads the instructions made: `exchanged`)."""
+        if self.trips > 1 or entry_for(eqn).halo:
+            return choose(splits, self)[:2]
+        for reads, spread, k, fa, shared in self.memo.choices.get(eqn, ()):
+            answers = spread == self.spread or (spread and not shared)
+            if answers and all(self.versions.layouts(v) == held for v, held in reads):
+                return splits[k], dict(fa)
+        self.versions.reads = set()
+        q, fa, shared = choose(splits, self)
+        read, self.versions.reads = self.versions.reads, None
+        reads = tuple((v, self.versions.layouts(v)) for v in read)
+        remembered = (reads, self.spread, splits.index(q), dict(fa), shared)
+        self.memo.choices.setdefault(eqn, []).append(remembered)
         return q, fa
 
     def split_equation(self, eqn: Equation) -> None:

@@ -30,9 +30,10 @@ class PartitionerState(Costs, Protocol):
     invariant: set[str]  # in a loop body: the buffers its constants live in
     trips: int  # in a loop body: its trip count (1 outside loops)
     held: float  # bytes of loop constants moved once, before their loop, and held
+    memo: object  # what the passes over one prop share (partitioner.PassMemo)
 
-    def split(self, eqn: Equation, rule=None, settled: bool = True) -> EquationSplit:
-        """One rule of `eqn` with propagation's settled split."""
+    def split(self, eqn: Equation) -> EquationSplit:
+        """The first rule of `eqn` with propagation's settled split."""
 
     def buffer(self, v: Value, target: Sharding, eqn: Equation | None) -> str:
         """The name of a buffer holding v in `target`, resharding if needed."""

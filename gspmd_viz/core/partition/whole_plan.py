@@ -13,7 +13,7 @@ sends more bytes than XLA's and is slower on the chip too gives way to it
 from __future__ import annotations
 
 from gspmd_viz.core.cost.plan_cost import with_cost
-from gspmd_viz.core.partition.partitioner import Partitioner
+from gspmd_viz.core.partition.partitioner import Partitioner, PassMemo
 from gspmd_viz.units import format_bytes, format_time
 
 __all__ = ["held_less", "no_heavier_and_slower", "best_plan", "preferred", "shared"]
@@ -57,19 +57,20 @@ def best_plan(prop, chip=None, share_idle: bool = True):
         raise TypeError(
             f"gv.partition takes the result of gv.propagate(...), got {type(prop).__name__}"
         )
-    greedy = made_by = Partitioner(prop, chip)
+    memo = PassMemo()  # what every pass over prop would work out alike, worked out once
+    if share_idle:  # first: its choices answer for the greedy pass where sharing did not win
+        spreader = Partitioner(prop, chip, spread=True, memo=memo)
+        spread = with_cost(spreader.run(), chip)
+    greedy = made_by = Partitioner(prop, chip, memo=memo)
     chosen = follow = with_cost(greedy.run(), chip)
-    asked = greedy.wanted_by  # what each value's consumers ask for: the same in every plan
     if greedy.departed:
-        follow = with_cost(Partitioner(prop, chip, follow=True, wanted=asked).run(), chip)
+        follow = with_cost(Partitioner(prop, chip, follow=True, memo=memo).run(), chip)
         chosen = preferred(chosen, follow)
     if share_idle:
-        spreader = Partitioner(prop, chip, spread=True, wanted=asked)
-        spread = with_cost(spreader.run(), chip)
         chosen = shared(chosen, spread, follow)
         made_by = spreader if chosen is spread else greedy
     if chosen is not follow and made_by.held:
-        every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True, wanted=asked)
+        every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True, memo=memo)
         chosen = held_less(chosen, with_cost(every_trip.run(), chip))
     return no_heavier_and_slower(chosen, follow)
 

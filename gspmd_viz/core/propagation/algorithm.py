@@ -79,11 +79,12 @@ def _source(held, f: int, axes) -> tuple[int, object]:
 class _Tensor:
     """One operand or result of an equation, as the propagation sees it."""
 
-    __slots__ = ("value", "factors", "is_result", "size")
+    __slots__ = ("value", "factors", "is_result", "size", "read_from", "held")
 
     def __init__(self, value, factors, is_result):
         self.value, self.factors, self.is_result = value, factors, is_result
         self.size = math.prod(value.shape)
+        self.read_from, self.held = None, {}  # the spec `held` was read off (Propagator.holdings)
 
 
 class Propagator:
@@ -132,12 +133,16 @@ class Propagator:
         return out
 
     def holdings(self, rule, t) -> dict[int, tuple[str, ...]]:
-        """factor -> the axes tensor t currently gives it."""
-        spec, held = self.spec[t.value], {}
-        for d, fs in enumerate(t.factors):
-            if fs:
-                held |= self.split_dim(spec[d], fs, rule)
-        return held
+        """factor -> the axes tensor t currently gives it (read again only when its spec
+        changed: a write replaces the spec, never edits it)."""
+        spec = self.spec[t.value]
+        if t.read_from is not spec:
+            held = {}
+            for d, fs in enumerate(t.factors):
+                if fs:
+                    held |= self.split_dim(spec[d], fs, rule)
+            t.read_from, t.held = spec, held
+        return dict(t.held)
 
     def merge(self, eqn, rule, f, cands) -> tuple[str, ...]:
         """The most specific axes all tensors agree on for factor f: `x` and `x, y` agree on
@@ -220,6 +225,8 @@ class Propagator:
     def visit(self, i: int, priority: int) -> list[Value]:
         """Equation i's factors written back to its results, then its operands (in the
         directions the priority allows); the values that changed."""
+        if not any(any(self.spec[t.value]) for t in self.tensors[i]):
+            return []  # no tensor of it holds a mesh axis: nothing to hand on
         ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
         narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
         skip = narrow if priority < BROADCAST_FORWARD else frozenset()

@@ -21,6 +21,7 @@ each new block from the old one it lies in (4 rows over 8 devices, padding on fo
 or to the same blocks over the dim's minor axes alone before a gather: steps.Mover.on_data).
 """
 
+import functools
 import heapq
 import itertools
 
@@ -67,8 +68,8 @@ class ReshardPlan:
     def collectives(self) -> list[Collective]:
         return [s.collective for s in self.steps if s.collective is not None]
 
-    @property
-    def wire_bytes(self) -> float:
+    @functools.cached_property
+    def wire_bytes(self) -> float:  # asked on every costing of a split that needs this move
         return total_wire_bytes(self.collectives)
 
     def __len__(self) -> int:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -106,9 +107,16 @@ def point_flops(eqn) -> float:
     return entry.work(eqn) if entry.work else entry.flops
 
 
+_RULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Equation -> its rule
+
+
 def rule_for(eqn) -> FactorRule:
-    """The factor rule of one Equation (conservative for primitives not registered)."""
-    return entry_for(eqn).rule(eqn)
+    """The factor rule of one Equation (conservative for primitives not registered), made
+    once while the equation lives: propagation and every plan's costing ask again."""
+    rule = _RULES.get(eqn)
+    if rule is None:
+        rule = _RULES[eqn] = entry_for(eqn).rule(eqn)
+    return rule
 
 
 # --- per-entry hooks ----------------------------------------------------------------------

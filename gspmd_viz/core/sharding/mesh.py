@@ -28,10 +28,13 @@ class Mesh:
                 raise ValueError(f"mesh axis {name!r} must have a positive size, got {size!r}")
         self._axes = tuple((name, int(size)) for name, size in axes.items())
         self._size_of = dict(self._axes)  # read by every shard-shape question: made once
+        self._hash = hash(self._axes)  # every sharding's hash holds its mesh's
+        self._names = tuple(name for name, _ in self._axes)
+        self.unit_axes = frozenset(name for name, size in self._axes if size == 1)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self._axes)
+        return self._names
 
     @property
     def shape(self) -> dict[str, int]:
@@ -105,7 +108,7 @@ class Mesh:
         return isinstance(other, Mesh) and self._axes == other._axes
 
     def __hash__(self) -> int:
-        return hash(self._axes)
+        return self._hash
 
     def __repr__(self) -> str:
         return "Mesh(" + ", ".join(f"{name}={size}" for name, size in self._axes) + ")"

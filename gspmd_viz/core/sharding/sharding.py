@@ -102,11 +102,12 @@ class Sharding:
     def _key(self):
         """What tells layouts apart: size-1 mesh axes split nothing and sum nothing, and
         trailing replicated dims are implied, so neither counts."""
-        size = self.mesh.shape
-        spec = [tuple(a for a in axes if size[a] > 1) for axes in self.spec]
+        ones, spec = self.mesh.unit_axes, list(self.spec)
+        if ones:
+            spec = [tuple(a for a in axes if a not in ones) for axes in spec]
         while spec and not spec[-1]:
             spec.pop()
-        return (self.mesh, tuple(spec), frozenset(a for a in self.unreduced if size[a] > 1))
+        return (self.mesh, tuple(spec), self.unreduced - ones)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sharding) and self._key == other._key

@@ -1,0 +1,71 @@
+"""The passes of one gv.partition share their work (partitioner.PassMemo): a choice one pass
+made is reused by another that holds the values it read in the same layouts. The reference is
+the chooser without the memo (choose_split.choose on every equation of every pass): the plan
+kept, its per-device program, notes and costs must be the same, on the zoo, the training steps
+and random programs (tests/fuzz_programs.py)."""
+
+import pytest
+from fuzz_programs import programs
+from hypothesis import HealthCheck, given, settings
+
+import gspmd_viz as gv
+from gspmd_viz.core.partition import partitioner
+from gspmd_viz.core.partition.choose_split import choose
+from gspmd_viz.partition_on_chip import chip_cost
+from gspmd_viz.zoo import examples, training
+
+SLOW = HealthCheck.too_slow
+
+
+def _unremembered(self, eqn, splits):
+    return choose(splits, self)[:2]
+
+
+def _text(spmd) -> str:
+    return "\n".join([spmd.per_device_text(), *spmd.notes, str(spmd.cost)])
+
+
+def assert_same_as_reference(prop, **kw):
+    ours = _text(gv.partition(prop, **kw))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(partitioner.Partitioner, "choice", _unremembered)
+        reference = _text(gv.partition(prop, **kw))
+    assert ours == reference
+
+
+@pytest.mark.parametrize("name", sorted(examples.ZOO))
+@pytest.mark.parametrize("kw", [{}, {"chip": None}, {"share_idle": False}])
+def test_zoo_plans_are_those_of_the_chooser_without_memo(name, kw):
+    ex = examples.get(name)
+    assert_same_as_reference(gv.propagate(gv.trace(ex.fn, *ex.args)), **kw)
+
+
+@pytest.mark.parametrize("specs", ["DP_SPECS", "TWO_D_SPECS"])
+def test_training_step_plans_are_those_of_the_chooser_without_memo(specs):
+    step = training.make_step(gv.Mesh({"x": 2, "y": 4}), getattr(training, specs))
+    params, opt_state, batches = training.init()
+    prop = gv.propagate(gv.trace(step, params, opt_state, batches(0)))
+    assert_same_as_reference(prop)
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[SLOW])
+@given(programs())
+def test_random_plans_are_those_of_the_chooser_without_memo(p):
+    assert_same_as_reference(gv.propagate(gv.trace(p.fn, *p.args)))
+
+
+def test_the_greedy_pass_takes_most_choices_from_the_spread_pass(monkeypatch):
+    """Not vacuous: after the pass that lets idle axes share work, the greedy pass asks the
+    chooser again only where sharing won or the layouts it read differ."""
+    ex = examples.get("transformer_block")
+    prop, chip = gv.propagate(gv.trace(ex.fn, *ex.args)), chip_cost("tpu-v3")
+    calls = []
+    real = partitioner.choose
+    monkeypatch.setattr(partitioner, "choose", lambda s, c: calls.append(1) or real(s, c))
+    memo = partitioner.PassMemo()
+    partitioner.Partitioner(prop, chip, spread=True, memo=memo).run()
+    asked_by_spread = len(calls)
+    partitioner.Partitioner(prop, chip, memo=memo).run()
+    asked_by_greedy = len(calls) - asked_by_spread
+    assert asked_by_spread > 10
+    assert asked_by_greedy < asked_by_spread / 2
