@@ -318,16 +318,20 @@ def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
     return variants(eqn) if variants else [propagated]
 
 
-def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes]:
+def choose(
+    splits: list[EquationSplit], costs: Costs, also: tuple[FactorAxes, ...] = ()
+) -> tuple[EquationSplit, FactorAxes]:
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
-    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once."""
+    and a free one that does no work twice, nor leaves idle an axis a reader slices, at once.
+    `also`: more splits of the first rule to weigh (gather_or_reduce.py's two plans)."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
     free = q0.cost(first, costs) == 0 and not q0.covers(first)
     if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
         return q0, first
     found = [(q, fa) for q in splits for fa in q.candidates(costs)]
+    found += [(q0, fa) for fa in also if (q0, fa) not in found]
 
     def key(qf) -> tuple:
         q, fa = qf

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from gspmd_viz.core.halo import block_moves, windowed_ops
-from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars
+from gspmd_viz.core.partition import control_flow, gather_or_reduce, lookahead, remake_scalars
 from gspmd_viz.core.partition.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.partition.follow_xla import result_driven
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
@@ -55,6 +55,7 @@ class Partitioner:
         self.wanted_by: dict[Value, list[Sharding]] = {} if wanted is None else wanted
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
+        self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
 
     def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
         if isinstance(unit, Loop | Cond):
@@ -173,8 +174,11 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else choose(splits, self)
+        conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
+        plans = tuple(fa for c in conflicts for fa in (c.gather, c.reduce))
+        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else choose(splits, self, plans)
         self.departed |= q is not q0 or fa != settled
+        self.choices += [gather_or_reduce.recorded(q0, c, fa, self) for c in conflicts]
         return q, fa
 
     def split_equation(self, eqn: Equation) -> None:
@@ -339,4 +343,6 @@ class Partitioner:
             self.fetch(v, self.prop.sharding(v), None) if isinstance(v, Value) else v
             for v in self.program.outputs
         ]
-        return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+        spmd = SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+        spmd.choices = tuple(self.choices)
+        return spmd
