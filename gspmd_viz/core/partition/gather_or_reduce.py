@@ -28,6 +28,7 @@ import dataclasses
 
 from gspmd_viz.core.cost.split_cost import arrivals, flops, promised_by_any, rank
 from gspmd_viz.core.partition.choose_split import Costs, EquationSplit
+from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.units import format_bytes
 
@@ -115,7 +116,8 @@ def conflicts(q: EquationSplit, costs: Costs) -> list[Conflict]:
     """Each mesh axis over which one operand arrives with a contraction factor split and
     another with a factor it keeps (a batch, a head) split: `x[B@data, E] @ w[E@data, H]`.
     Only a contraction whose partial sums add up (a matmul's), two operands or more."""
-    if q.combine != "sum":
+    operands = sum(isinstance(v, Value) for v in q.eqn.inputs)
+    if q.combine != "sum" or operands < 2 or not any(map(q.summed, range(len(q.rule.factors)))):
         return []
     arrived = [split for *_, split in arrivals(q, costs)]
     found = []
