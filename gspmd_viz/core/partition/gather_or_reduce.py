@@ -30,6 +30,7 @@ from gspmd_viz.core.cost.split_cost import arrivals, flops, promised_by_any, ran
 from gspmd_viz.core.partition.choose_split import Costs, EquationSplit
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.propagation.record import FactorAxes
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.units import format_bytes
 
 __all__ = ["PLANS", "GatherOrReduce", "Plan", "conflicts", "recorded"]
@@ -43,11 +44,14 @@ _KEY = ("it fits in memory", "no device repeats the work", "fewer bytes on the w
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """One of the two plans: its factor split, the wire bytes the cost model charges it
-    (operands fetched, partial sums combined, results handed on), its FLOPs per device, and
-    its key in split_cost.rank."""
+    """One of the two plans: its factor split, the shardings the equation reads its operands in
+    and leaves its first result in (pending sums included), the wire bytes the cost model
+    charges it (operands fetched, partial sums combined, results handed on), its FLOPs per
+    device, and its key in split_cost.rank."""
 
     split: FactorAxes
+    operands: tuple[Sharding, ...]
+    result: Sharding
     wire_bytes: float
     flops: float
     key: tuple
@@ -141,7 +145,9 @@ def _described(v, sharding) -> str:
 
 def _plan(q: EquationSplit, fa: FactorAxes, costs: Costs, promise) -> Plan:
     wire = q.cost(fa, costs)
-    return Plan(fa, wire, flops(q, fa), rank(q, fa, costs, wire, promise))
+    operands = tuple(q.operand_sharding(fa, i) for i in range(len(q.eqn.inputs)))
+    result = q.result_sharding(fa, 0)
+    return Plan(fa, operands, result, wire, flops(q, fa), rank(q, fa, costs, wire, promise))
 
 
 def _why(kept: Plan, other: Plan) -> str:
