@@ -143,3 +143,21 @@ def test_random_sizes_keep_the_cheaper_plan(data, model, rows, e, h):
     assert spmd.wire_bytes <= min(want.values()) + 1e-6
     theirs = gv.xla.collectives(dot, x, w, mesh=mesh)
     assert spmd.wire_bytes <= sum(c.wire_bytes for c in theirs) + 1e-6
+
+
+def test_explain_finds_the_gathered_weight_and_the_annotation_that_fixes_it():
+    """gv.explain reads the same record: at a decode batch XLA gathers the weight; the finding
+    names the reduce plan, and annotating x as it says makes XLA's own program move fewer
+    bytes. At a training batch XLA's plan is the cheaper one: no finding."""
+    args = _args(4)
+    report = gv.explain(fsdp_dot, *args, mesh=MESH)
+    (found,) = report.findings_of("gather or reduce")
+    assert "f32[4, 256@data]" in found.message and found.bytes == report.xla_bytes
+
+    def annotated(x, w):  # x moved to w's split of the contraction, as the finding says
+        x = gv.mesh_split(gv.mesh_split(x, MESH, ("data", None)), MESH, (None, "data"))
+        return x @ gv.mesh_split(w, MESH, ("data", "model"))
+
+    fixed = gv.explain(annotated, *args, mesh=MESH)
+    assert fixed.xla_bytes < report.xla_bytes / 10
+    assert gv.explain(fsdp_dot, *_args(256), mesh=MESH).findings_of("gather or reduce") == []

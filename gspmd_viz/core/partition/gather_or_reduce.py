@@ -80,6 +80,7 @@ class GatherOrReduce:
     axis: str
     gathered: str  # the operand the gather plan gathers over `axis` (the weight), as it arrives
     moved: str  # the operand the reduce plan moves to the contraction's split, as it arrives
+    moved_to: str  # that operand as the reduce plan reads it
     gather: Plan
     reduce: Plan
     kept: str  # "gather", "reduce" or "another split"
@@ -90,7 +91,7 @@ class GatherOrReduce:
         """Three lines: what meets what over which axis, each plan's cost, what was kept."""
         rows = (
             (f"gather {self.gathered.split()[0]} over {self.axis}", self.gather, ""),
-            (f"reduce over {self.axis}", self.reduce, f" ({self.moved.split()[0]} moved in)"),
+            (f"reduce over {self.axis}", self.reduce, f" ({self.moved_to_text()})"),
         )
         costs = [
             f"  {name:<22} {format_bytes(p.wire_bytes):>10} on the wire, "
@@ -100,6 +101,10 @@ class GatherOrReduce:
         pair = (self.gathered, self.moved)[:: 1 if self.weight_first else -1]
         head = f"eqn {self.eqn} {self.primitive}: {pair[0]} . {pair[1]}"
         return "\n".join([head, *costs, f"  kept {self.kept}: {self.why}"])
+
+    def moved_to_text(self) -> str:
+        """`x moved to f32[4, 256@data]`: what the reduce plan reads the moved operand as."""
+        return f"{self.moved.split()[0]} moved to {self.moved_to}"
 
 
 def _without(fa: FactorAxes, axis: str) -> FactorAxes:
@@ -173,5 +178,7 @@ def recorded(q: EquationSplit, conflict: Conflict, chosen: FactorAxes, costs) ->
         why = "another split is cheaper still: " + _why(_plan(q, chosen, costs, promise), best)
     e, arrived = q.eqn, [(v, s) for v, _, s, _ in arrivals(q, costs)]
     summed, moved = (_described(*arrived[k]) for k in (conflict.summed, conflict.kept))
-    return GatherOrReduce(e.index, e.primitive, conflict.axis, summed, moved, *plans.values(),
-                          kept, why, conflict.summed < conflict.kept)  # fmt: skip
+    v = arrived[conflict.kept][0]
+    moved_to = plans["reduce"].operands[e.inputs.index(v)].describe(v.shape, v.dtype)
+    return GatherOrReduce(e.index, e.primitive, conflict.axis, summed, moved, moved_to,
+                          *plans.values(), kept, why, conflict.summed < conflict.kept)  # fmt: skip
