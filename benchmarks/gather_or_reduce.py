@@ -21,10 +21,9 @@ import gspmd_viz as gv
 
 gv.use_cpu_devices(8)
 
-import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import model_zoo  # noqa: E402  (benchmarks/ is the script's directory)
-import numpy as np  # noqa: E402
+from models import _exact as exact_or_error  # noqa: E402  (max |ours - unpartitioned|)
 
 from gspmd_viz.units import format_bytes  # noqa: E402
 from gspmd_viz.xla import cost as xla_cost  # noqa: E402
@@ -32,15 +31,6 @@ from gspmd_viz.xla import cost as xla_cost  # noqa: E402
 E, H = 256, 512
 BATCHES = (4, 16, 64, 256, 1024)
 MODEL_SIZES = ((2, 1), (2, 4), (4, 16), (16, 32))  # (batch, tokens)
-
-
-def _max_error(spmd, args) -> str:
-    got, want = spmd(*args), spmd.program.unpartitioned(*args)
-    diff = max(
-        float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64))))
-        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True)
-    )
-    return "exact" if diff == 0 else f"{diff:.0e}"
 
 
 def _ratios(side) -> str:
@@ -66,7 +56,7 @@ def dot_row(mesh, batch: int) -> str:
     gather, reduce = map(format_bytes, closed_form(mesh, batch))
     kept = ",".join(c.kept for c in spmd.choices) or "-"
     return (
-        f"{batch:>6} {_max_error(spmd, args):>6} {_ratios(side)}  {gather:>10} {reduce:>10}  "
+        f"{batch:>6} {exact_or_error(spmd, args):>6} {_ratios(side)}  {gather:>10} {reduce:>10}  "
         f"{kept:<8} {format_bytes(side.ours.wire_bytes):>10} / "
         f"{format_bytes(side.xla.wire_bytes)}"
     )
@@ -80,7 +70,7 @@ def model_row(name: str, batch: int, tokens: int) -> str:
     kept = collections.Counter(c.kept for c in spmd.choices)
     plans = " ".join(f"{k} {n}" for k, n in sorted(kept.items())) or "-"
     return (
-        f"{name:<8} {batch:>5} {tokens:>6} {_max_error(spmd, args):>6} {_ratios(side)}  "
+        f"{name:<8} {batch:>5} {tokens:>6} {exact_or_error(spmd, args):>6} {_ratios(side)}  "
         f"{plans:<28} {format_bytes(side.ours.wire_bytes):>10} / "
         f"{format_bytes(side.xla.wire_bytes)}"
     )
