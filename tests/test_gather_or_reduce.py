@@ -161,3 +161,16 @@ def test_explain_finds_the_gathered_weight_and_the_annotation_that_fixes_it():
     fixed = gv.explain(annotated, *args, mesh=MESH)
     assert fixed.xla_bytes < report.xla_bytes / 10
     assert gv.explain(fsdp_dot, *_args(256), mesh=MESH).findings_of("gather or reduce") == []
+
+
+def test_the_ledger_widget_shows_the_choice_on_every_chip_and_after_bad_input():
+    spmd = gv.partition(gv.propagate(gv.trace(fsdp_dot, *_args(4))))
+    widget = ledger.LedgerWidget(spmd, device=0)
+    for chip in widget.chip.options:
+        widget.chip.value = chip
+        assert "Gather or reduce" in widget.out.value and "kept reduce" in widget.out.value
+    for device in ("0", str(MESH.size - 1)):
+        widget.device.value = device
+        assert "kept reduce" in widget.out.value
+    widget.device.value = "eight"
+    assert "is not a number" in widget.message.value and "kept reduce" in widget.out.value
