@@ -2,21 +2,22 @@
 operands split different factors over the same mesh axis.
 
 A weight split over two mesh axes (FSDP over "data" + tensor parallel over "model") meets
-activations split over "data" on their batch:
+activations split over "data" on their batch (n devices on data, m on model; bytes per device):
 
     x[B@data, E] @ w[E@data, H@model]
-    gather: w all-gathered over data    [E@data, H@model] -> [E, H@model]     (n-1)/n E H/model
-            then a local matmul         -> [B@data, H@model]
-    reduce: x moved to w's contraction  [B@data, E] -> [B, E@data]           (n-1)/n B E / n
-            a local matmul of partial sums over data, reduce-scattered to the rows
-                                        [B, H@model]{sum over data} -> [B@data, H@model]
+    gather: all-gather w over data   [E@data, H@model] -> [E, H@model]      (n-1)/n E H/m
+            local matmul             -> [B@data, H@model]
+    reduce: all-to-all x             [B@data, E] -> [B, E@data]             (n-1)/n B E/n
+            local matmul             -> [B, H@model]{sum over data}
+            reduce-scatter           -> [B@data, H@model]                   (n-1)/n B H/m
 
-The gather moves the weight, the reduce moves the activations twice (in and out): with a
-decode-size batch (or many FSDP devices) the reduce is the cheaper one, with a training batch
-the gather. Both plans are among the candidates every equation weighs (each operand's own
-split, choose_split.EquationSplit.candidates); `plans` names them, so the partitioner makes sure
-both are costed, and `GatherOrReduce` records what each costs and which split was kept, and
-why: the first entry of the cost model's key (split_cost.rank) that tells them apart.
+The gather moves the weight, the reduce moves the activations in and the partial product out:
+with a decode-size batch (or many FSDP devices) the reduce is the cheaper one, with a training
+batch the gather. Both plans are among the candidates every equation weighs (each operand's own
+split, choose_split.EquationSplit.candidates); `conflicts` names them, so the partitioner makes
+sure both are costed, and `recorded` says what each costs and which split was kept, and why:
+the first entry of the cost model's key (split_cost.rank) that tells them apart. The records
+are `spmd.choices`; the ledger (viz/ledger/choices.py) and gv.explain's findings show them.
 # XLA: dot_handler.cc weighs resharding one operand to the other's contracting split against
 # replicating it; Shardy's insert_explicit_reshards test
 # `dot_contracting_dim_and_result_dim_sharded_same_axis` names the reduce-scatter pattern
