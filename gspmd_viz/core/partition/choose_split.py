@@ -318,13 +318,22 @@ def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
     return variants(eqn) if variants else [propagated]
 
 
+def frozen(fa: FactorAxes) -> tuple:
+    """A factor split as a dict key."""
+    return tuple(sorted(fa.items()))
+
+
 def choose(
-    splits: list[EquationSplit], costs: Costs, also: tuple[FactorAxes, ...] = ()
+    splits: list[EquationSplit],
+    costs: Costs,
+    also: tuple[FactorAxes, ...] = (),
+    ranked: dict | None = None,
 ) -> tuple[EquationSplit, FactorAxes]:
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
     and a free one that does no work twice, nor leaves idle an axis a reader slices, at once.
-    `also`: more splits of the first rule to weigh (gather_or_reduce.py's two plans)."""
+    `also`: more splits of the first rule to weigh (gather_or_reduce.py's two plans);
+    `ranked`, when given, is filled with each first-rule split's rank, keyed by `frozen`."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
     free = q0.cost(first, costs) == 0 and not q0.covers(first)
@@ -335,6 +344,9 @@ def choose(
 
     def key(qf) -> tuple:
         q, fa = qf
-        return (*rank(q, fa, costs, q.cost(fa, costs), promise), q.covers(fa))
+        ranks = rank(q, fa, costs, q.cost(fa, costs), promise)
+        if ranked is not None and q is q0:
+            ranked[frozen(fa)] = ranks
+        return (*ranks, q.covers(fa))
 
     return min(found, key=key)

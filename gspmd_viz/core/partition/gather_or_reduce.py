@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from gspmd_viz.core.cost.split_cost import arrivals, flops, promised_by_any, rank
-from gspmd_viz.core.partition.choose_split import Costs, EquationSplit
+from gspmd_viz.core.partition.choose_split import Costs, EquationSplit, frozen
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.sharding.sharding import Sharding
@@ -70,6 +70,7 @@ class Conflict:
     kept: int
     gather: FactorAxes
     reduce: FactorAxes
+    arrived: tuple  # (value, sharding) of each operand as it arrives (split_cost.arrivals)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,11 +130,12 @@ def conflicts(q: EquationSplit, costs: Costs) -> list[Conflict]:
     operands = sum(isinstance(v, Value) for v in q.eqn.inputs)
     if q.combine != "sum" or operands < 2 or not any(map(q.summed, range(len(q.rule.factors)))):
         return []
-    arrived = [split for *_, split in arrivals(q, costs)]
+    arrived = arrivals(q, costs)
+    values = tuple((v, sharding) for v, _, sharding, _ in arrived)
     found = []
     for axis in (a for a in q.mesh.axis_names if q.sizes[a] > 1):
-        for i, summed in enumerate(arrived):
-            for k, kept in enumerate(arrived):
+        for i, (*_, summed) in enumerate(arrived):
+            for k, (*_, kept) in enumerate(arrived):
                 if i == k or not _factors_over(q, summed, axis, True):
                     continue
                 if not _factors_over(q, kept, axis, False):
@@ -141,7 +143,7 @@ def conflicts(q: EquationSplit, costs: Costs) -> list[Conflict]:
                 gather = q.sanitize({**_without(summed, axis), **kept})
                 reduce = q.sanitize({**_without(kept, axis), **summed})
                 if gather != reduce:
-                    found.append(Conflict(axis, i, k, gather, reduce))
+                    found.append(Conflict(axis, i, k, gather, reduce, values))
     return found
 
 
@@ -149,11 +151,14 @@ def _described(v, sharding) -> str:
     return f"{v.name} {sharding.describe(v.shape, v.dtype)}"
 
 
-def _plan(q: EquationSplit, fa: FactorAxes, costs: Costs, promise) -> Plan:
-    wire = q.cost(fa, costs)
+def _plan(q: EquationSplit, fa: FactorAxes, costs: Costs, ranked: dict) -> Plan:
+    """`fa` as a Plan, its rank as choose_split.choose found it (`ranked`), else ranked here
+    (choose takes a split free on the wire without ranking the others)."""
+    key = ranked.get(frozen(fa))
+    if key is None:
+        key = rank(q, fa, costs, q.cost(fa, costs), promised_by_any([q], costs))
     operands = tuple(q.operand_sharding(fa, i) for i in range(len(q.eqn.inputs)))
-    result = q.result_sharding(fa, 0)
-    return Plan(fa, operands, result, wire, flops(q, fa), rank(q, fa, costs, wire, promise))
+    return Plan(fa, operands, q.result_sharding(fa, 0), key[2], flops(q, fa), key)
 
 
 def _why(kept: Plan, other: Plan) -> str:
@@ -166,18 +171,20 @@ def _why(kept: Plan, other: Plan) -> str:
     return "as cheap: the first one found is kept"
 
 
-def recorded(q: EquationSplit, conflict: Conflict, chosen: FactorAxes, costs) -> GatherOrReduce:
-    """Both plans of `conflict` costed, beside the split the partitioner chose (`chosen`)."""
-    promise = promised_by_any([q], costs)
-    plans = {name: _plan(q, getattr(conflict, name), costs, promise) for name in PLANS}
+def recorded(
+    q: EquationSplit, conflict: Conflict, chosen: FactorAxes, costs: Costs, ranked: dict
+) -> GatherOrReduce:
+    """Both plans of `conflict` costed, beside the split the partitioner chose (`chosen`);
+    `ranked`: the ranks choose_split.choose gave the splits it weighed (frozen split -> rank)."""
+    plans = {name: _plan(q, getattr(conflict, name), costs, ranked) for name in PLANS}
     best = min(plans.values(), key=lambda p: p.key)
     kept = next((name for name, p in plans.items() if p.split == chosen), "another split")
     if kept in plans:
         other = plans["reduce" if kept == "gather" else "gather"]
         why = _why(plans[kept], other)
     else:
-        why = "another split is cheaper still: " + _why(_plan(q, chosen, costs, promise), best)
-    e, arrived = q.eqn, [(v, s) for v, _, s, _ in arrivals(q, costs)]
+        why = "another split is cheaper still: " + _why(_plan(q, chosen, costs, ranked), best)
+    e, arrived = q.eqn, conflict.arrived
     summed, moved = (_described(*arrived[k]) for k in (conflict.summed, conflict.kept))
     v = arrived[conflict.kept][0]
     moved_to = plans["reduce"].operands[e.inputs.index(v)].describe(v.shape, v.dtype)

@@ -175,10 +175,13 @@ class Partitioner:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
         conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
-        plans = tuple(fa for c in conflicts for fa in (c.gather, c.reduce))
-        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else choose(splits, self, plans)
+        plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
+        if self.follow:
+            q, fa = q0, result_driven(q0, self.prop)
+        else:
+            q, fa = choose(splits, self, plans, ranked if conflicts else None)
         self.departed |= q is not q0 or fa != settled
-        self.choices += [gather_or_reduce.recorded(q0, c, fa, self) for c in conflicts]
+        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
         return q, fa
 
     def split_equation(self, eqn: Equation) -> None:
