@@ -39,8 +39,10 @@ class Partitioner:
     """One pass. `follow`: XLA's split everywhere (follow_xla.py); `spread`: idle mesh axes share an
     equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
     (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
-    constants resharded once, before their loop (control_flow.hoisted). `wanted`: the `wanted_by`
-    of another pass over the same prop (what consumers ask for depends on propagation only)."""
+    constants resharded once, before their loop (control_flow.hoisted); `choices`: where an
+    equation weighed gathering a weight against reducing the partial product (gather_or_reduce.py;
+    the SPMDProgram's `choices`). `wanted`: the `wanted_by` of another pass over the same prop
+    (what consumers ask for depends on propagation only)."""
 
     def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False, wanted=None):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
