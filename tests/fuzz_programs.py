@@ -5,7 +5,8 @@
 out-of-range gather indices, PRNG keys), built from a few steps: annotations, elementwise ops
 with captured constants, reductions, dots, static and dynamic slices, updates, gathers under
 every mode, pads, concatenations, reshapes, windows, iota, random bits, and `vmap`, `remat`,
-`custom_vjp` wrappers. `check(program)` is the oracle shared by the CI test and
+`custom_vjp` wrappers; `programs(first=fsdp_dot)` starts with an FSDP + tensor-parallel
+matmul. `check(program)` is the oracle shared by the CI test and
 `benchmarks/fuzz.py`: the partitioned run equals `Program.unpartitioned`; wire bytes are compared
 with XLA's own partitioner.
 """
@@ -110,13 +111,33 @@ def _reduce(b: _Build, shape, dtype):
     return shape
 
 
+def _weight(b: _Build, rows: int, n: int, dtype) -> int:
+    """A [rows, n] weight argument (its position in the arguments)."""
+    return b.arg(jnp.asarray((np.arange(rows * n) % 3 - 1).reshape(rows, n), dtype))
+
+
 def _dot(b: _Build, shape, dtype):
     n, spec = b.draw(st.integers(1, 6)), b.spec(2)
-    w = b.arg(jnp.asarray((np.arange(shape[1] * n) % 3 - 1).reshape(shape[1], n), dtype))
+    w = _weight(b, shape[1], n, dtype)
     b.add(
         "dot",
         f"h @ mesh_split(w[{shape[1]},{n}], {spec})",
         lambda h, a: h @ gv.mesh_split(a[w], b.mesh, spec),
+    )
+    return (shape[0], n)
+
+
+def fsdp_dot(b: _Build, shape, dtype):
+    """h's rows and w's contraction split over one mesh axis, w's columns over another (FSDP +
+    tensor parallel): gather w, or reduce the partial product (core/partition/gather_or_reduce).
+    A first step for `programs(first=fsdp_dot)`; numeric dtypes only."""
+    n, axes = b.draw(st.integers(1, 6)), b.draw(st.permutations(b.mesh.axis_names))
+    rows, spec = (axes[0], None), (axes[0], axes[1] if len(axes) > 1 else None)
+    w = _weight(b, shape[1], n, dtype)
+    b.add(
+        "fsdp dot",
+        f"mesh_split(h, {rows}) @ mesh_split(w[{shape[1]},{n}], {spec})",
+        lambda h, a: gv.mesh_split(h, b.mesh, rows) @ gv.mesh_split(a[w], b.mesh, spec),
     )
     return (shape[0], n)
 
@@ -353,14 +374,15 @@ NUMERIC = (_dot, _window, _iota, _scan_like, _dropout, _remat, _custom_vjp)
 
 
 @st.composite
-def programs(draw, max_steps: int = 4):
-    """A FuzzProgram on a random mesh of up to 8 devices (3-D and size-1 axes included)."""
+def programs(draw, max_steps: int = 4, first=_annotate):
+    """A FuzzProgram on a random mesh of up to 8 devices (3-D and size-1 axes included),
+    starting with `first` (an annotation; `fsdp_dot` draws numeric dtypes only)."""
     mesh = draw(meshes(max_axes=3, max_devices=8, min_size=1))
-    dtype = draw(st.sampled_from(DTYPES))
+    dtype = draw(st.sampled_from(DTYPES if first is _annotate else DTYPES[:3]))
     shape = (draw(st.integers(1, 8)), draw(st.integers(1, 8)))
     x = jnp.asarray((np.arange(np.prod(shape)) % 7 - 3).reshape(shape)).astype(dtype)
     b = _Build(draw, mesh, x)
-    _annotate(b, shape, dtype)
+    shape = first(b, shape, dtype)
     choices = ANY_DTYPE + (NUMERIC if dtype != jnp.bool_ else ())
     for _ in range(draw(st.integers(1, max_steps))):
         shape = draw(st.sampled_from(choices))(b, shape, dtype)

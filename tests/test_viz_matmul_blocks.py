@@ -47,3 +47,23 @@ def test_reshard_picture_draws_both_layouts():
         ("x", None), (16, 64)
     )
     assert "collective-permute(x,y), all-gather(y)" in svg
+
+
+def _width(svg: str) -> float:
+    return float(re.search(r'<svg [^>]*width="([\d.]+)"', svg).group(1))
+
+
+def test_fit_titles_widens_to_a_long_result_title_only():
+    """A result with pending sums is titled wider than it is drawn; fit_titles makes room for
+    its title (TITLE_CHAR px a character past C's left edge) and leaves a short title's
+    picture as it was."""
+    a, b = gv.Sharding(MESH, (None, "y")), gv.Sharding(MESH, ("y", "x"))
+    pending = gv.Sharding(MESH, (None, "x"), unreduced={"y"})
+    arrays = {"A": (a, (4, 256)), "B": (b, (256, 512)), "C": (pending, (4, 512))}
+    plain, fitted = matmul_svg(arrays, "reduce"), matmul_svg(arrays, "reduce", fit_titles=True)
+    title = "C: " + pending.describe((4, 512), "float32")
+    left = float(re.findall(r'<text x="([\d.]+)"[^>]*text-anchor="start"', fitted)[-1])
+    assert _width(fitted) >= left + 6.2 * len(title) > _width(plain)
+    specs = zip("ABC", CASES[0], strict=True)  # C: f32[16, 64], a title narrower than C
+    short = {n: (gv.Sharding(MESH, s), SHAPES[n]) for n, s in specs}
+    assert matmul_svg(short, "x", fit_titles=True) == matmul_svg(short, "x")

@@ -38,6 +38,7 @@ Module order:
   spmd.instructions spmd.loops_branches spmd.local_ops spmd.local_kernels spmd.reshard_kernels
   spmd.reduce_combine spmd.checkpoint_barriers spmd.processes spmd.run
   cost.split_cost cost.staged_bytes cost.plan_cost
-  partition.choose_split partition.partitioner_state partition.follow_xla partition.lookahead
+  partition.choose_split partition.gather_or_reduce partition.partitioner_state
+  partition.follow_xla partition.lookahead
   partition.remake_scalars partition.control_flow partition.partitioner partition.whole_plan
 """

@@ -6,7 +6,10 @@
 - an all-gather that runs on every trip of a loop although its operand never changes there;
 - XLA's "Involuntary full rematerialization" warning (captured from the compiler's stderr), tied
   to its instruction's line, with the reshard the reference would make instead;
-- the largest buffers per device against the chip's HBM.
+- the largest buffers per device against the chip's HBM;
+- a contraction where XLA gathers a weight split for FSDP and the reference reduces the partial
+  product for fewer bytes (core/partition/gather_or_reduce.py), with the annotation that makes
+  XLA do the same.
 """
 
 from __future__ import annotations
@@ -222,10 +225,33 @@ def largest_buffers(compiled, code, chip: str, top: int = 3) -> list[Finding]:
     return [Finding("memory", line, message, float(size))]
 
 
-def findings(compiled, code, prop, entries, chip: str) -> list[Finding]:
+def gathered_weights(code, prop, spmd, entries) -> list[Finding]:
+    """Contractions where the reference reduces the partial product (spmd.choices) and XLA's
+    program moves more bytes there: it gathers the weight, as at a training batch."""
+    found = []
+    for choice in spmd.choices:
+        at = [e for e in entries if e.equation is not None and e.equation.index == choice.eqn]
+        xla_here = sum(e.wire_bytes for e in at)
+        if choice.kept != "reduce" or xla_here <= choice.reduce.wire_bytes:
+            continue
+        eqn = prop.program.equations[choice.eqn]
+        where = user_line(equation_stack(eqn.eqn), code)
+        message = (
+            f"XLA's program moves {format_bytes(xla_here)} at this {choice.primitive} (it "
+            f"gathers {choice.gathered} over {choice.axis}); the reference reduces the partial "
+            f"product instead, {format_bytes(choice.reduce.wire_bytes)} "
+            f"({choice.moved_to_text()}): annotating it so before this line makes XLA reduce too"
+        )
+        line = where.line if where is not None else code.first
+        found.append(Finding("gather or reduce", line, message, xla_here))
+    return found
+
+
+def findings(compiled, code, prop, spmd, entries, chip: str) -> list[Finding]:
     return (
         uneven(compiled, code, prop, entries)
         + loop_gathers(compiled, entries)
         + rematerializations(compiled, code, prop, entries)
+        + gathered_weights(code, prop, spmd, entries)
         + largest_buffers(compiled, code, chip)
     )

@@ -147,7 +147,7 @@ def explain(
     compiled = compile_program(fn, *args, mesh=mesh, in_shardings=ins, out_shardings=outs)
     prop, spmd = _reference(fn, args, mesh, ins, outs, chip)
     listed = entries(compiled, code, prop, spmd, chip)
-    notes = findings(compiled, code, prop, listed, chip)
+    notes = findings(compiled, code, prop, spmd, listed, chip)
     name = getattr(fn, "__name__", type(fn).__name__)
     return Report(
         name, mesh, chip, code, tuple(listed), tuple(notes), tuple(spmd.collectives), compiled

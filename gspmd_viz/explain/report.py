@@ -11,7 +11,13 @@ from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.explain.source import UserCode
 from gspmd_viz.units import format_bytes, format_time
 
-FINDING_KINDS = ("uneven annotation", "gather in loop", "involuntary rematerialization", "memory")
+FINDING_KINDS = (
+    "uneven annotation",
+    "gather in loop",
+    "involuntary rematerialization",
+    "gather or reduce",
+    "memory",
+)
 
 
 @dataclasses.dataclass(frozen=True)

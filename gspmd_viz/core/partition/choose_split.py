@@ -349,12 +349,24 @@ def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:
     return variants(eqn) if variants else [propagated]
 
 
-def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, FactorAxes, bool]:
+def frozen(fa: FactorAxes) -> tuple:
+    """A factor split as a dict key."""
+    return tuple(sorted(fa.items()))
+
+
+def choose(
+    splits: list[EquationSplit],
+    costs: Costs,
+    also: tuple[FactorAxes, ...] = (),
+    ranked: dict | None = None,
+) -> tuple[EquationSplit, FactorAxes, bool]:
     """The best split of one equation under any of its rules (`splits`, propagation's first)
     by split_cost.rank; ties go to halos that do not cover a dim, then to propagation's split,
     and a free one that does no work twice, nor leaves idle an axis a reader slices, at once.
     Third: whether the winner is a split only `Costs.spread` proposes (without it, the choice
-    would be another; otherwise the same, as the rest come first and win ties)."""
+    would be another; otherwise the same, as the rest come first and win ties).
+    `also`: more splits of the first rule to weigh (gather_or_reduce.py's two plans);
+    `ranked`, when given, is filled with each first-rule split's rank, keyed by `frozen`."""
     q0, promise = splits[0], promised_by_any(splits, costs)
     first = q0.sanitize(q0.settled)
     settled_cost = q0.cost(first, costs)
@@ -365,10 +377,14 @@ def choose(splits: list[EquationSplit], costs: Costs) -> tuple[EquationSplit, Fa
     for q in splits:
         candidates, plain = q.candidates(costs)
         found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
+    found += [(q0, fa, False) for fa in also if not any(q is q0 and fa == g for q, g, _ in found)]
 
     def key(qfs) -> tuple:
         q, fa, _ = qfs
         wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs)  # costed above
-        return (*rank(q, fa, costs, wire, promise), q.covers(fa))
+        ranks = rank(q, fa, costs, wire, promise)
+        if ranked is not None and q is q0:
+            ranked[frozen(fa)] = ranks
+        return (*ranks, q.covers(fa))
 
     return min(found, key=key)

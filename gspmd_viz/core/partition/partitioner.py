@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from gspmd_viz.core.halo import block_moves, windowed_ops
-from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars
+from gspmd_viz.core.partition import control_flow, gather_or_reduce, lookahead, remake_scalars
 from gspmd_viz.core.partition.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.partition.follow_xla import result_driven
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
@@ -76,8 +76,10 @@ class Partitioner:
     """One pass. `follow`: XLA's split everywhere (follow_xla.py); `spread`: idle mesh axes share an
     equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
     (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
-    constants resharded once, before their loop (control_flow.hoisted). `memo`: what the passes
-    over one prop share (PassMemo; a pass of its own when omitted)."""
+    constants resharded once, before their loop (control_flow.hoisted); `choices`: where an
+    equation weighed gathering a weight against reducing the partial product (gather_or_reduce.py;
+    the SPMDProgram's `choices`). `memo`: what the passes over one prop share (PassMemo; a pass
+    of its own when omitted)."""
 
     def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False, memo=None):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip
@@ -93,6 +95,7 @@ class Partitioner:
         self.wanted_by: dict[Value, list[Sharding]] = self.memo.wanted_by
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
+        self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
 
     def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
         if isinstance(unit, Loop | Cond):
@@ -221,8 +224,16 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        q, fa = (q0, result_driven(q0, self.prop)) if self.follow else self.choice(eqn, splits)
+        conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
+        plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
+        if self.follow:
+            q, fa = q0, result_driven(q0, self.prop)
+        elif conflicts:  # chosen afresh, not from the memo: the record needs every plan's rank
+            q, fa = choose(splits, self, plans, ranked)[:2]
+        else:
+            q, fa = self.choice(eqn, splits)
         self.departed |= q is not q0 or fa != settled
+        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
         return q, fa
 
     def choice(self, eqn: Equation, splits: list[EquationSplit]) -> tuple[EquationSplit, dict]:
@@ -407,4 +418,6 @@ class Partitioner:
             self.fetch(v, self.prop.sharding(v), None) if isinstance(v, Value) else v
             for v in self.program.outputs
         ]
-        return SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+        spmd = SPMDProgram(self.prop, self.instructions, outputs, self.notes)
+        spmd.choices = tuple(self.choices)
+        return spmd

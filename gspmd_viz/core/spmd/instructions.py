@@ -220,6 +220,7 @@ class PerDeviceProgram:
         self.outputs = tuple(outputs)  # local buffer names (or Literals)
         self.notes = tuple(notes)
         self.cost = None  # what the plan costs per device (plan_cost.PlanCost), if known
+        self.choices = ()  # where the partitioner weighed gathering against reducing (its record)
 
     # --- communication ---------------------------------------------------------------------
     @property

@@ -4,9 +4,10 @@ The program graph (common/program_graph.py, drawn at 100%) with every collective
 the edge that needs it (the label tied to its edge by a leader line), a table of collectives
 (kind, mesh axes, per-device shape, wire bytes, time on a chosen TPU generation with the mesh
 placed on a TPU slice: sim.placement), the per-device compute and communication time on that
-chip, and a device picker that shows what one device holds. Everything is replayed from `spmd`
-(the partitioner's record); nothing is recomputed. `ledger_text` is the same content as text
-(what tests assert).
+chip, and a device picker that shows what one device holds; where the partitioner weighed
+gathering a weight against reducing the partial product, both plans' costs (choices.py).
+Everything is replayed from `spmd` (the partitioner's record); nothing is recomputed.
+`ledger_text` and `choices.choices_text` are the same content as text (what tests assert).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gspmd_viz.sim import CHIPS, placement
 from gspmd_viz.units import format_bytes, format_time
 from gspmd_viz.viz.common.inline import error_html, inline_errors, stale_html
 from gspmd_viz.viz.common.program_graph import program_graph, svg
+from gspmd_viz.viz.ledger.choices import choices_text
 from gspmd_viz.viz.ledger.plan_cost import plan_text
 from gspmd_viz.xla import cost as xla_cost
 from gspmd_viz.zoo import examples
@@ -209,10 +211,13 @@ def time_bars(spmd: SPMDProgram, chip: str) -> str:
 
 def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0, xla=None) -> str:
     """Graph (at its natural size), times, the plan's cost (beside XLA's, given `xla`: an
-    xla.cost.Side), collective table and one device's view."""
+    xla.cost.Side), collective table, one device's view, and gather-or-reduce choices."""
     pre = "<pre style='font-size:12px;margin:4px 0 12px 0'>{}</pre>"
     graph = svg(ledger_graph(spmd, chip))
     graph = graph[graph.index("<svg") :]
+    weighed = choices_text(spmd)
+    if weighed:
+        weighed = f"<div><b>Gather or reduce</b>{pre.format(html.escape(weighed))}</div>"
     return (
         f"<div class='gv-ledger-graph' style='max-height:720px;overflow:auto'>{graph}</div>"
         f"<b>{html.escape(times_text(spmd, chip))}</b>{time_bars(spmd, chip)}"
@@ -221,7 +226,7 @@ def ledger_html(spmd: SPMDProgram, chip: str = "tpu-v3", device: int = 0, xla=No
         f"<div><b>Collectives, time on {html.escape(chip)}</b>"
         f"{pre.format(html.escape(ledger_text(spmd, chip)))}</div>"
         f"<div><b>What one device holds</b>"
-        f"{pre.format(html.escape(device_text(spmd, device)))}</div></div>"
+        f"{pre.format(html.escape(device_text(spmd, device)))}</div>{weighed}</div>"
     )
 
 
