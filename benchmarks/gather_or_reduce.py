@@ -2,7 +2,7 @@
 asserts). A weight split over "data" on its contraction dim and over "model" on another meets
 activations whose batch is split over "data": gather the weight over data, or move the
 activations to the contraction's split and reduce the partial product
-(core/partition/gather_or_reduce.py). Swept over the batch, side by side in one run:
+(core/choice/gather_or_reduce.py). Swept over the batch, side by side in one run:
 
 1. x[B@data, E] @ w[E@data, H@model] alone, on meshes data=4 x model=2 and data=2 x model=4:
    ours / XLA's compiled program per device (wire bytes, FLOPs with fusion off, memory), the

@@ -29,8 +29,8 @@ gv.use_cpu_devices(8)
 import jax  # noqa: E402
 from timing import paired_times  # noqa: E402  (benchmarks/ is the script's directory)
 
+from gspmd_viz.core.choice import choose_split as split  # noqa: E402
 from gspmd_viz.core.cost import plan_cost as plan_record  # noqa: E402
-from gspmd_viz.core.partition import choose_split as split  # noqa: E402
 from gspmd_viz.core.partition.partitioner import Partitioner  # noqa: E402
 from gspmd_viz.partition_on_chip import chip_cost  # noqa: E402
 from gspmd_viz.units import format_bytes, format_time  # noqa: E402

@@ -129,7 +129,7 @@ def _dot(b: _Build, shape, dtype):
 
 def fsdp_dot(b: _Build, shape, dtype):
     """h's rows and w's contraction split over one mesh axis, w's columns over another (FSDP +
-    tensor parallel): gather w, or reduce the partial product (core/partition/gather_or_reduce).
+    tensor parallel): gather w, or reduce the partial product (core/choice/gather_or_reduce).
     A first step for `programs(first=fsdp_dot)`; numeric dtypes only."""
     n, axes = b.draw(st.integers(1, 6)), b.draw(st.permutations(b.mesh.axis_names))
     rows, spec = (axes[0], None), (axes[0], axes[1] if len(axes) > 1 else None)

@@ -24,5 +24,5 @@ def test_random_programs_are_right_and_cheap(p):
 @settings(max_examples=30, derandomize=True)
 @given(programs(max_steps=2, first=fsdp_dot))
 def test_random_programs_after_an_fsdp_dot_are_right_and_cheap(p):
-    """Programs that start with x[rows@a] @ w[k@a, n@b] (core/partition/gather_or_reduce.py)."""
+    """Programs that start with x[rows@a] @ w[k@a, n@b] (core/choice/gather_or_reduce.py)."""
     assert_right_and_cheap(p)

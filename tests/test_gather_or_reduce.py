@@ -1,7 +1,7 @@
 """A weight split over two mesh axes (FSDP over "data" + tensor parallel over "model") meeting
 activations whose batch is split over "data": the partitioner weighs gathering the weight over
 "data" against moving the activations to the contraction's split and reducing the partial
-product (core/partition/gather_or_reduce.py). Checked against the unpartitioned program, XLA's
+product (core/choice/gather_or_reduce.py). Checked against the unpartitioned program, XLA's
 compiled program's bytes, and the closed-form ring bytes of both plans computed from shapes."""
 
 import jax
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gspmd_viz as gv
-from gspmd_viz.core.partition.gather_or_reduce import PLANS
+from gspmd_viz.core.choice.gather_or_reduce import PLANS
 from gspmd_viz.viz.ledger import widget as ledger
 from gspmd_viz.viz.ledger.choices import choices_text
 from tests.test_partition import assert_unpartitioned

@@ -9,8 +9,8 @@ from fuzz_programs import programs
 from hypothesis import HealthCheck, given, settings
 
 import gspmd_viz as gv
+from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.partition import partitioner
-from gspmd_viz.core.partition.choose_split import choose
 from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples, training
 

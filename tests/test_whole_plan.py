@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gspmd_viz as gv
+from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.cost.plan_cost import with_cost
 from gspmd_viz.core.partition import whole_plan
-from gspmd_viz.core.partition.follow_xla import result_driven
 from gspmd_viz.core.partition.partitioner import Partitioner
 from gspmd_viz.core.spmd.checkpoint_barriers import barriers
 from gspmd_viz.partition_on_chip import chip_cost

@@ -8,6 +8,7 @@
   halo/         windowed ops (convolutions, pooling) on split spatial dims
   spmd/         the per-device program as data, and running it under jax.shard_map
   cost/         what a split and a plan cost: FLOPs, bytes, time on a chip, memory
+  choice/       one equation's split: propagation's, cheaper ones by cost, XLA's; gather or reduce
   partition/    the pass: each equation's split, loops and branches, the whole plan
 
 Read first, in this order (each adds one idea):
@@ -22,8 +23,8 @@ Read first, in this order (each adds one idea):
   9. spmd/instructions.py        the per-device program as data, printed as text
  10. partition/partitioner.py    the pass that writes it
 Then halo/ (windowed ops) and spmd/run.py (running it). Beyond GSPMD, later reading: cost/ and
-partition/{choose_split,lookahead,whole_plan}.py choose among plans by cost on a chip (GSPMD
-takes propagation's split everywhere; partition/follow_xla.py does that too).
+choice/ and partition/{lookahead,whole_plan}.py choose among plans by cost on a chip (GSPMD takes
+propagation's split everywhere; choice/follow_xla.py does that too).
 
 Each module imports only modules listed before it here (tests/test_core_layout.py checks):
 
@@ -38,7 +39,7 @@ Module order:
   spmd.instructions spmd.loops_branches spmd.local_ops spmd.local_kernels spmd.reshard_kernels
   spmd.reduce_combine spmd.checkpoint_barriers spmd.processes spmd.run
   cost.split_cost cost.staged_bytes cost.plan_cost
-  partition.choose_split partition.gather_or_reduce partition.partitioner_state
-  partition.follow_xla partition.lookahead
+  choice.choose_split choice.gather_or_reduce choice.follow_xla
+  partition.partitioner_state partition.lookahead
   partition.remake_scalars partition.control_flow partition.partitioner partition.whole_plan
 """

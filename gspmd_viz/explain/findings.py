@@ -8,7 +8,7 @@
   to its instruction's line, with the reshard the reference would make instead;
 - the largest buffers per device against the chip's HBM;
 - a contraction where XLA gathers a weight split for FSDP and the reference reduces the partial
-  product for fewer bytes (core/partition/gather_or_reduce.py), with the annotation that makes
+  product for fewer bytes (core/choice/gather_or_reduce.py), with the annotation that makes
   XLA do the same.
 """
 

@@ -1,2 +1,2 @@
-"""The pass: choosing each equation's split (or following XLA's), handing results on,
-loops and branches partitioned once, and the whole plans compared."""
+"""The pass: each equation's split (chosen in choice/) applied in program order, results
+handed on, loops and branches partitioned once, and the whole plans compared."""

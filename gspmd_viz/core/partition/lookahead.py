@@ -10,7 +10,7 @@ say, costs the [1, d] sum's gather, not the [n, d] operand's.
 
 from __future__ import annotations
 
-from gspmd_viz.core.partition.choose_split import EquationSplit, cached_plan
+from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan
 from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.rules.registry import entry_for

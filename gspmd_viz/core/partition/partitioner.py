@@ -1,8 +1,8 @@
 """`gv.partition(prop)`: one per-device program, with every collective explicit.
 
 Per equation, from the propagated shardings and the equation's factor rule:
-  1. choose how to split the equation's factors (choose_split.py: what propagation settled, or what
-     an operand or result holds, under each rule the equation has: a conv dim splits with
+  1. choose how to split the equation's factors (choice/choose_split.py: what propagation settled,
+     or what an operand or result holds, under each rule the equation has: a conv dim splits with
      halos or as partial sums; split_cost.py: no work twice, then bytes, then time);
   2. reshard every operand to the sharding the local op needs (gv.reshard_plan);
   3. run the primitive on local shapes (local_ops.py rewrites shape params, masks padding);
@@ -19,10 +19,11 @@ import dataclasses
 
 import numpy as np
 
+from gspmd_viz.core.choice import gather_or_reduce
+from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
+from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.halo import block_moves, windowed_ops
-from gspmd_viz.core.partition import control_flow, gather_or_reduce, lookahead, remake_scalars
-from gspmd_viz.core.partition.choose_split import EquationSplit, cached_plan, choose, rules_of
-from gspmd_viz.core.partition.follow_xla import result_driven
+from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.rules.registry import entry_for
@@ -73,13 +74,13 @@ class Versions(dict):
 
 
 class Partitioner:
-    """One pass. `follow`: XLA's split everywhere (follow_xla.py); `spread`: idle mesh axes share an
-    equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced every trip
-    (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the bytes of loop
-    constants resharded once, before their loop (control_flow.hoisted); `choices`: where an
-    equation weighed gathering a weight against reducing the partial product (gather_or_reduce.py;
-    the SPMDProgram's `choices`). `memo`: what the passes over one prop share (PassMemo; a pass
-    of its own when omitted)."""
+    """One pass. `follow`: XLA's split everywhere (choice/follow_xla.py); `spread`: idle mesh axes
+    share an equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced
+    every trip (`per_trip`). Then `departed`: a split not propagation's was chosen; `held`: the
+    bytes of loop constants resharded once, before their loop (control_flow.hoisted); `choices`:
+    where an equation weighed gathering a weight against reducing the partial product
+    (choice/gather_or_reduce.py; the SPMDProgram's `choices`). `memo`: what the passes over one
+    prop share (PassMemo; a pass of its own when omitted)."""
 
     def __init__(self, prop, chip=None, follow=False, spread=False, every_trip=False, memo=None):
         self.prop, self.mesh, self.program, self.chip = prop, prop.mesh, prop.program, chip

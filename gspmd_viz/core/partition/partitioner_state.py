@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gspmd_viz.core.partition.choose_split import Costs, EquationSplit
+from gspmd_viz.core.choice.choose_split import Costs, EquationSplit
 from gspmd_viz.core.program.trace import Equation, Program, Value
 from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.core.sharding.sharding import Sharding

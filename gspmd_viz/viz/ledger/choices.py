@@ -1,7 +1,7 @@
 """The partitioner's choices between two plans, as the ledger shows them: where a contraction's
 operands split different factors over one mesh axis (a weight over FSDP's "data" axis, the
 activations' batch over it too), the cost of gathering the weight and of reducing the partial
-product instead, and which was kept and why (core/partition/gather_or_reduce.py records them;
+product instead, and which was kept and why (core/choice/gather_or_reduce.py records them;
 nothing is recomputed here)."""
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from gspmd_viz.core.choice.choose_split import Costs, EquationSplit, frozen
 from gspmd_viz.core.cost.split_cost import arrivals, flops, promised_by_any, rank
-from gspmd_viz.core.partition.choose_split import Costs, EquationSplit, frozen
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.sharding.sharding import Sharding

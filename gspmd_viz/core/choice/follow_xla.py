@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from gspmd_viz.core.partition.choose_split import EquationSplit
+from gspmd_viz.core.choice.choose_split import EquationSplit
 from gspmd_viz.core.program.records import Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.sharding.sharding import Sharding
