@@ -6,6 +6,7 @@ good input must bring the widget back.
 """
 
 import json
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -293,6 +294,10 @@ def test_every_wraparound_choice_and_typed_size_of_a_twisted_slice(w, name):
     w.preset.value = name
     assert w.wrap.value == torus.TWISTED and w.frames.tl.topo.twisted
     assert w.algorithm.options == tuple(sim.applicable(sim.preset(name), "all-reduce"))
+    shape = sim.preset(name).shape
+    if math.prod(shape) <= 256:  # drawn link by link; the static SVG says where stubs re-enter
+        reentry = f"re-enters slice (s + {min(shape)}) mod {shape[2]}"
+        assert reentry in w._repr_mimebundle_()["text/html"]
     for _, wrap in w.wrap.options:
         w.wrap.value = wrap
         _agrees(w)
