@@ -87,20 +87,49 @@ def _preset_row(view, preset, repeats=3) -> dict:
             "simulate": _simulate_ms(view, preset, slow)}  # fmt: skip
 
 
+def _twisted_controls(view, preset) -> dict:
+    """ms of the controls a twisted slice adds or changes, on a fresh widget: the wraparound
+    untwisted and back, the all-to-all (or its inline refusal) and back (going back redraws a
+    kept timeline), a chip that makes the slice custom; and the most bytes one change sent."""
+    w = view.TorusWidget(preset=preset)
+    sent = _Sent(w)
+    ms = {"untwist": sent.time(w.wrap, (True, True, True)),
+          "twist": sent.time(w.wrap, view.TWISTED),
+          "all-to-all": sent.time(w.kind, "all-to-all"),
+          "all-reduce": sent.time(w.kind, "all-reduce"),
+          "chip": sent.time(w.chip, "tpu-v3")}  # fmt: skip
+    w.close()
+    return {"ms": ms, "kB": sent.bytes / 1e3, "errors": sent.errors}
+
+
+def twisted_table(view):
+    print("twisted slices: kernel-side ms of the controls they add or change (median of 3 fresh")
+    print("widgets; 'twist' and 'all-reduce' go back to a kept timeline)")
+    names = ("untwist", "twist", "all-to-all", "all-reduce", "chip")
+    print(f"  {'preset':<24}" + "".join(f"{n:>11}" for n in names) + f"{'sent':>9}")
+    for preset in view.TWISTED_SLICES:
+        runs = [_twisted_controls(view, preset) for _ in range(3)]
+        ms = [statistics.median(r["ms"][n] for r in runs) for n in names]
+        kb = max(r["kB"] for r in runs)
+        print(f"  {preset:<24}" + "".join(f"{m:>11.0f}" for m in ms) + f"{kb:>6.0f} kB  "
+              + " ".join(runs[0]["errors"]))  # fmt: skip
+    print("  (collective=all-to-all: refused inline beyond 256 chips, as on every preset)")
+
+
 def torus():
     from gspmd_viz.viz.torus import widget as view
 
     print("torus widget (lesson 05): kernel-side ms of the slowest change of each control on each")
     print("preset (each a first visit: nothing cached; median of 3 fresh widgets), and the most")
     print("bytes one change sent")
-    print(f"  {'preset':<17}{'chips':>6}{'preset':>8}{'algorithm (slowest)':>29}{'simulate':>9}"
+    print(f"  {'preset':<24}{'chips':>6}{'preset':>8}{'algorithm (slowest)':>29}{'simulate':>9}"
           f"{'payload':>9}{'step':>7}{'bad text':>9}{'sent':>9}")  # fmt: skip
     worst = {"ms": 0.0, "kB": 0.0}
     for preset in [p for p in view.PRESETS if p != "2x4"]:
         r = _preset_row(view, preset)
         algo = f"{r['algorithm']:.0f} ({r['slowest']})"
         errors = " ".join(r["errors"])
-        print(f"  {preset:<17}{r['chips']:>6}{r['switch']:>8.0f}{algo:>29}{r['simulate']:>9.0f}"
+        print(f"  {preset:<24}{r['chips']:>6}{r['switch']:>8.0f}{algo:>29}{r['simulate']:>9.0f}"
               f"{r['payload']:>9.0f}{r['step']:>7.0f}{r['bad']:>9.0f}{r['kB']:>6.0f} kB"
               f"  {errors}")  # fmt: skip
         ms = max(r["switch"], r["algorithm"], r["payload"], r["step"], r["bad"])
@@ -109,6 +138,7 @@ def torus():
     print("  (after the bytes: changes that showed an inline error instead of a figure)")
     print(f"  slowest change {worst['ms']:.0f} ms (goal < 300), most sent {worst['kB']:.0f} kB"
           " (goal < 500)")  # fmt: skip
+    twisted_table(view)
 
 
 def _step_ms(w, repeats=9) -> float:

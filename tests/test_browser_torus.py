@@ -1,11 +1,11 @@
 """Lesson 05 in a real browser: the torus widget in JupyterLab + headless Chromium (Playwright).
 
 Runs the lesson, then drives the widget as a learner would: steps with the slider, presses play,
-switches to the pod, the 4096-chip multipod and the 9,216-chip Ironwood pod, feeds bad sizes and
-payloads. It measures, in the page, the time from a control change to the redrawn figure (printed
-and saved to test-output/lesson05_timings.json; speed is reported, not asserted), asserts the
-inline message for bad input and an empty JupyterLab log console, and saves screenshots under
-test-output/.
+switches to the pod, the 4096-chip multipod, the 9,216-chip Ironwood pod and a twisted v4 slice,
+feeds bad sizes and payloads. It measures, in the page, the time from a control change to the
+redrawn figure (printed and saved to test-output/lesson05_timings.json; speed is reported, not
+asserted), asserts the inline message for bad input and an empty JupyterLab log console, and
+saves screenshots under test-output/.
 
 The JupyterLab start-up (private HOME, server stopped by PID, quiet settings) is test_browser.py's,
 imported rather than copied so the two cannot drift apart.
@@ -137,6 +137,13 @@ def test_lesson05_torus_widget_redraws_fast_and_fails_inline(lab):  # noqa: F811
                 _timed(page, lambda: _step_right(widget), f"step {i}/122") for i in range(2, 5)
             ]
             widget.screenshot(path=str(OUT / "lesson05_tpu7x.png"))
+            timings["twisted 4x4x8: new timeline"] = [
+                _timed(page, lambda: _select(widget, "topology", "tpu-v4-4x4x8-twisted"),
+                       "4x4x8-twisted")
+            ]  # fmt: skip
+            box = plot.bounding_box()
+            assert box["x"] + box["width"] <= WIDTH, box  # its notes on where wraparound lands
+            widget.screenshot(path=str(OUT / "lesson05_twisted.png"))
 
             error = widget.locator(".gv-error")
             _type(widget, "size", "1x1")

@@ -145,3 +145,19 @@ def test_rings_on_a_twisted_torus_match_their_closed_form():
         assert tl.time_s == pytest.approx(sim.closed_form(topo, "all-reduce", 2**20, name))
     with pytest.raises(ValueError, match="assume untwisted wraparound"):
         sim.simulate(topo, "all-reduce", 2**20, "torus-3d")
+
+
+def test_twisted_slices_lists_the_twistable_shapes_cloud_names():
+    """Google Cloud's v5p table marks 4x4x8, 4x8x8, 8x8x16 and 8x16x16 as twistable; every name
+    listed builds a twisted torus of a kxkx2k or kx2kx2k shape that fits in its pod."""
+    v5p = [n for n in sim.presets.twisted_slices() if n.startswith("tpu-v5p-")]
+    cloud = [f"tpu-v5p-{s}-twisted" for s in ("4x4x8", "4x8x8", "8x8x16", "8x16x16")]
+    assert v5p[:4] == cloud
+    for name in sim.presets.twisted_slices():
+        topo = sim.preset(name)
+        pod = sim.GENERATIONS[name.rsplit("-", 2)[0]].pod_shape
+        assert topo.twisted
+        assert all(a <= b for a, b in zip(sorted(topo.shape), sorted(pod), strict=True))
+    small = sim.presets.twisted_slices(max_chips=1024)
+    assert small == [n for n in sim.presets.twisted_slices() if sim.preset(n).n_chips <= 1024]
+    assert {n.split("-")[1] for n in small} == {"v4", "v5p"}  # only they twist

@@ -6,12 +6,16 @@ good input must bring the widget back.
 """
 
 import json
+import math
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 
 import gspmd_viz.sim as sim
 from gspmd_viz.viz.torus import widget as torus
+from gspmd_viz.viz.torus.frames import COLOURS, LEVELS
+from gspmd_viz.viz.torus.heatmap import grid_cells
 
 
 def _agrees(w: torus.TorusWidget):
@@ -19,7 +23,12 @@ def _agrees(w: torus.TorusWidget):
     tl = w.frames.tl
     shape = torus.parse_torus_shape(w.size.value)
     assert tl.topo.shape == shape
-    assert tl.topo.wrap == sim.torus(shape, w.wrap.value).wrap
+    if w.wrap.value == torus.TWISTED:
+        expected = sim.topology.twisted_torus(shape)
+    else:
+        expected = sim.torus(shape, w.wrap.value)
+    assert (tl.topo.wrap, tl.topo.twisted) == (expected.wrap, expected.twisted)
+    assert tl.topo.twist in ((), expected.twist)
     assert (tl.kind, tl.algorithm, tl.chip.name) == (w.kind.value, w.algorithm.value, w.chip.value)
     _offers_what_sim_runs(w.algorithm.options, tl.topo, tl.kind)
     if w.preset.value != torus.CUSTOM:
@@ -41,7 +50,8 @@ def _offers_what_sim_runs(options, topo, kind):
 
 
 def _title(w):
-    return w.plot.figure["layout"]["title"]["text"]
+    """The figure's title; a long first line is broken in two, joined again here."""
+    return w.plot.figure["layout"]["title"]["text"].replace("<br>", " ")
 
 
 def _failed(w, *words):
@@ -192,6 +202,8 @@ PRESETS = list(torus.PRESETS)
 def test_the_dropdown_offers_every_pod_sim_names(w):
     assert w.preset.options == (*PRESETS, torus.CUSTOM)
     assert set(sim.presets.NAMED) <= set(PRESETS)
+    twisted = {"tpu-v4-4x4x8-twisted", "tpu-v5p-4x8x8-twisted", "tpu-v5p-8x8x16-twisted"}
+    assert twisted <= set(sim.presets.twisted_slices(max_chips=1024)) <= set(PRESETS)
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -268,3 +280,130 @@ def test_the_widest_heatmap_a_typed_size_can_make_sends_under_500_kB(w):
         w.size.value = size
         _agrees(w)
     assert len(sent) == 2 and max(sent) < 500_000
+
+
+TWISTED = [name for name in PRESETS if name.endswith("-twisted")]
+
+
+@pytest.mark.parametrize("name", TWISTED)
+def test_every_wraparound_choice_and_typed_size_of_a_twisted_slice(w, name):
+    """A twisted slice offers its twist among the wraparound choices; leaving it draws the
+    untwisted torus, coming back draws the preset again, and a typed size that cannot twist
+    falls back to every dim wrapping."""
+    w.pad.value = True
+    w.preset.value = name
+    assert w.wrap.value == torus.TWISTED and w.frames.tl.topo.twisted
+    assert w.algorithm.options == tuple(sim.applicable(sim.preset(name), "all-reduce"))
+    shape = sim.preset(name).shape
+    if math.prod(shape) <= 256:  # drawn link by link; the static SVG says where stubs re-enter
+        reentry = f"re-enters slice (s + {min(shape)}) mod {shape[2]}"
+        assert reentry in w._repr_mimebundle_()["text/html"]
+    for _, wrap in w.wrap.options:
+        w.wrap.value = wrap
+        _agrees(w)
+        assert (w.preset.value == name) == (wrap == torus.TWISTED)
+    w.wrap.value = torus.TWISTED
+    assert w.preset.value == name
+    w.size.value = "4x4x4"  # no twisted torus has this shape
+    assert w.wrap.value == (True, True, True) and not w.frames.tl.topo.twisted
+    assert torus.TWISTED not in dict(w.wrap.options).values()
+    _agrees(w)
+    w.size.value = "3x6x6"  # a twisted shape no TPU offers: drawn as a custom twisted torus
+    w.wrap.value = torus.TWISTED
+    assert w.preset.value == torus.CUSTOM
+    assert w.frames.tl.topo.twist == ((0, 3, 3), (0, 0, 0), (0, 0, 0))  # lands 3 along dims 1, 2
+    _agrees(w)
+
+
+def _nearest_chip(xy, point) -> int:
+    return int(np.argmin(np.hypot(*(xy - point).T)))
+
+
+def _drawn_links(fig, fr) -> dict[int, tuple[int, int]]:
+    """link id -> (load level, chip its drawing ends at) read back from the link view's traces:
+    a straight line runs from beside its source chip to beside its destination, a wraparound
+    link is two stubs (leaving its source, re-entering at its destination), a dim-2 tick leaves
+    its source up-right (+) or down-left (-)."""
+    topo, xy, out = fr.tl.topo, fr.xy, {}
+    for tr in fig.data:
+        if tr.mode != "lines" or tr.line.color not in COLOURS or tr.x[0] is None:
+            continue  # the busiest links' red overlay (also drawn in their level's colour), or
+            # a level no link has
+        seg_len = 6 if tr.line.dash == "dot" else 4
+        for seg in np.stack([tr.x, tr.y], 1).astype(float).reshape(-1, seg_len, 2):
+            src = _nearest_chip(xy, seg[0])
+            if np.isnan(seg[2]).any() and (seg_len == 4 or np.isnan(seg[3]).any()):  # a tick
+                sign = np.sign(seg[1, 0] - xy[src, 0])
+                link, dst = (src * 3 + 2) * 2 + (sign < 0), None
+            else:
+                dst = _nearest_chip(xy, seg[2] if seg_len == 4 else seg[4])
+                slots = np.arange(src * topo.ndim * 2, (src + 1) * topo.ndim * 2)
+                (link,) = slots[topo.link_dst[slots] == dst]
+            assert link not in out, "a link drawn twice"
+            out[int(link)] = (COLOURS.index(tr.line.color), dst)
+    return out
+
+
+def _levels_from_record(tl, step) -> dict[int, int]:
+    """link id -> load level by the colour scale's definition: level b holds the links whose
+    bytes in this step are in ((b-1)/5, b/5] of the busiest link of the whole timeline."""
+    peak = max(r.max_link_bytes for r in tl.steps)
+    rec = tl.steps[step]
+    levels = {int(link): 0 for link in np.flatnonzero(tl.topo.link_exists)}
+    for link, nbytes in zip(rec.links, rec.link_bytes, strict=True):
+        levels[int(link)] = max(1, int(np.ceil(nbytes / peak * (LEVELS - 1) - 1e-9)))
+    return levels
+
+
+def _twisted_landing(topo, link) -> tuple[int, ...]:
+    """Where a wraparound link of dim d lands, by the twisted torus's definition (Camara et al.):
+    the far end of dim d, moved k chips along every long dim when d is short."""
+    src, _, d, sign = topo.link_info(link)
+    coord = np.array(topo.coord(src))
+    coord[d] += sign
+    if not 0 <= coord[d] < topo.shape[d]:
+        k = min(topo.shape)
+        long = np.array([n == 2 * k for n in topo.shape]) * (topo.shape[d] == k)
+        coord = (coord + sign * k * long) % topo.shape
+    return tuple(int(c) for c in coord)
+
+
+def _wrap_step(tl) -> int:
+    """The first step that loads a twisted wraparound link."""
+    for i, rec in enumerate(tl.steps):
+        for link in rec.links:
+            src, dst, d, _ = tl.topo.link_info(link)
+            if d < 2 and abs(tl.topo.coord(dst)[2] - tl.topo.coord(src)[2]) > 0:
+                return i
+    raise AssertionError("no step loads a twisted wraparound link")
+
+
+@pytest.mark.parametrize("name", ["tpu-v4-4x4x8-twisted", "tpu-v5p-4x8x8-twisted"])
+def test_a_twisted_step_draws_every_link_with_its_recorded_bytes_where_it_lands(name):
+    """The all-to-all loads every link, twisted wraparound ones included (the rings sim runs on a
+    twisted torus use none)."""
+    topo = sim.preset(name)
+    tl = sim.simulate(topo, "all-to-all", 2**20, algorithm="direct")
+    fr = torus.frames(tl)
+    step = _wrap_step(tl)
+    drawn = _drawn_links(torus.figure(fr, step), fr)
+    assert {link: lv for link, (lv, _) in drawn.items()} == _levels_from_record(tl, step)
+    for link, (_, dst) in drawn.items():
+        if dst is not None:  # every straight line and wraparound stub ends at the chip it reaches
+            assert topo.coord(dst) == _twisted_landing(topo, link)
+
+
+def test_a_twisted_pods_heatmap_shows_each_chips_recorded_links():
+    """8x8x16 (1,024 chips) is drawn as heatmaps: panel d colours each chip's cell by the busier
+    of the two dim-d links leaving it, wraparound ones included (wherever they land)."""
+    tl = sim.simulate(sim.preset("tpu-v5p-8x8x16-twisted"), "all-to-all", 2**20, algorithm="direct")
+    fr = torus.frames(tl)
+    step = _wrap_step(tl)
+    fig = torus.figure(fr, step)
+    levels = _levels_from_record(tl, step)
+    rows, cols, _ = grid_cells(tl.topo)
+    for d, panel in enumerate(fig.data[:3]):
+        z = np.asarray(panel.z)
+        for chip in range(tl.topo.n_chips):
+            mine = [levels.get((chip * 3 + d) * 2 + neg, 0) for neg in (0, 1)]
+            assert z[rows[chip], cols[chip]] == max(mine)

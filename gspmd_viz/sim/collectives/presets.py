@@ -17,7 +17,7 @@
 Named pods: ``tpu-v5e-256``, ``tpu-v6e-256`` (16x16), ``tpu-v4-4096`` (16x16x16, 64 cubes),
 ``tpu-v5p-8960`` (16x20x28, the scaling book's pod), ``tpu7x-9216``. A 2-D name may give the
 chip count instead of the shape (``tpu-v5e-128`` is 8x16). Shapes a generation does not offer
-raise a ValueError that lists what it does offer.
+raise a ValueError that lists what it does offer; ``twisted_slices()`` names every twisted slice.
 """
 
 from __future__ import annotations
@@ -135,6 +135,20 @@ def preset(name: str) -> Topology:
     if name.endswith("-twisted"):
         return twisted_torus(shape, name=name)
     return torus(shape, gen.wrap(shape), name=name)
+
+
+def twisted_slices(max_chips: int | None = None) -> list[str]:
+    """Names of every twisted slice the generations offer (kxkx2k, kx2kx2k, k a multiple of 4,
+    fitting in the pod), generation by generation, smallest first; up to `max_chips` chips."""
+    names = []
+    for g in (g for g in GENERATIONS.values() if g.twists):
+        limit = min(g.max_chips, max_chips or g.max_chips)
+        for k in range(4, max(g.pod_shape) + 1, 4):
+            for shape in ((k, k, 2 * k), (k, 2 * k, 2 * k)):
+                fits = all(a <= b for a, b in zip(sorted(shape), sorted(g.pod_shape), strict=True))
+                if fits and math.prod(shape) <= limit:
+                    names.append(f"{g.name}-{'x'.join(map(str, shape))}-twisted")
+    return names
 
 
 def chip_of(topo: Topology) -> str:

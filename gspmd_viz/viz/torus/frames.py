@@ -109,6 +109,20 @@ def positions(topo: sim.Topology) -> np.ndarray:
     return np.stack([x, -row], 1).astype(float)
 
 
+def twist_note(topo: sim.Topology) -> str:
+    """Where a twisted torus's wraparound links land ("" for an ordinary torus), e.g. "twisted
+    torus: dim 0 and dim 1 wraparound links land 4 chips along dim 2"."""
+    by_move: dict[str, list[str]] = {}
+    for d, move in enumerate(topo.twist if topo.twisted else ()):
+        along = " and ".join(f"{m} chips along dim {e}" for e, m in enumerate(move) if m)
+        if along:
+            by_move.setdefault(along, []).append(f"dim {d}")
+    parts = [
+        f"{' and '.join(dims)} wraparound links land {along}" for along, dims in by_move.items()
+    ]
+    return "twisted torus: " + "; ".join(parts) if parts else ""
+
+
 def _held_by_ownership(tl) -> Iterator[np.ndarray]:
     """Fraction of the final result each chip holds before step 0, after step 0, ...: the
     recorded transfers replayed one step per row asked for.

@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gspmd_viz.units import format_bytes
-from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames, positions
-from gspmd_viz.viz.torus.links import CHIP_SCALE, WIDTH, title
+from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames, positions, twist_note
+from gspmd_viz.viz.torus.links import CHIP_SCALE, WIDTH, title, title_extra
 
 CHIP_BAR = {
     "orientation": "h",
@@ -180,14 +180,19 @@ def heatmap_figure(fr: Frames, step: int) -> go.Figure:
                         hovertemplate=hover, **_axes(topo.ndim))  # fmt: skip
     traces = [*_link_maps(fr, lv, rows, cols, shape), shares]
     fig = go.Figure([*traces, *_busiest_marks(fr, step, rows, cols)], layout)
-    fig.update_layout(title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01})
+    head = title(fr, step)
+    margin = {**layout["margin"], "t": layout["margin"]["t"] + 2 * title_extra(head)}  # centred
+    fig.update_layout(title={"text": head, "font": {"size": 12}, "x": 0.01}, margin=margin)
     return fig
 
 
 def _slices_note(topo) -> str:
     n = topo.shape[2]
-    return (f"a cell is one chip; a block is one slice dim 2 = k,<br>k = 0 … {n - 1} "
+    note = (f"a cell is one chip; a block is one slice dim 2 = k,<br>k = 0 … {n - 1} "
             "across, then down")  # fmt: skip
+    if topo.twisted:  # a cell's wraparound link is its own, wherever it lands
+        note += f"<br>{twist_note(topo)};<br>a cell shows the links that leave its chip"
+    return note
 
 
 def _panels_height(shape, grid) -> int:

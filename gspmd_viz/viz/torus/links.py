@@ -12,21 +12,26 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from gspmd_viz.units import format_bytes, format_time
-from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames
+from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames, twist_note
 
 LINK_VIEW_CHIPS = 256  # 16x16: ~120 kB of figure JSON; bigger tori use the aggregated view
 WIDTHS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]
 CHIP_SCALE = "Greens"
+# drawing direction of + along each dim: 1-D runs across; 2-D/3-D dim 0 down the page, dim 1 across
+_AXIS = (np.array([[1.0, 0.0]]), np.array([[0.0, -1.0], [1.0, 0.0]]))
 WIDTH = 800  # px: fits a 1024 px JupyterLab window, legend included (it sits below the plot)
+TITLE_CHARS = 110  # a title line at font size 12 fits WIDTH
 
 
 def geometry(fr: Frames) -> tuple[np.ndarray, np.ndarray]:
     """[L, 6] x and y of each link's polyline (NaN = gap), vectorised.
 
     A link is drawn beside the straight line between its chips (+ and - directions on opposite
-    sides); a wraparound link becomes two stubs: leaving the grid here, re-entering there. In 3-D
-    a dim-2 link joins two slice blocks; it is drawn as a short tick out of its source chip,
-    up-right towards slice k+1 (+) or down-left towards slice k-1 (-).
+    sides); a wraparound link becomes two stubs along its dim: leaving the grid at its source
+    chip, re-entering at its destination chip (on a twisted torus, k chips along the long dims
+    from where an untwisted one would re-enter). In 3-D a dim-2 link joins two slice blocks; it
+    is drawn as a short tick out of its source chip, up-right towards slice k+1 (+) or down-left
+    towards slice k-1 (-).
     """
     topo, xy, links, wrap = fr.tl.topo, fr.xy, fr.links, fr.wrap_mask
     src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
@@ -35,13 +40,13 @@ def geometry(fr: Frames) -> tuple[np.ndarray, np.ndarray]:
     u /= np.maximum(np.hypot(u[:, 0], u[:, 1]), 1e-9)[:, None]
     tick = (dim == 2) if topo.ndim == 3 else np.zeros(len(links), bool)
     stub = wrap & ~tick
-    u[stub] *= -1
+    sign = np.where(links % 2 == 0, 1.0, -1.0)[:, None]  # link ids: even +, odd -
+    u[stub] = sign[stub] * _AXIS[topo.ndim > 1][dim[stub]]  # outwards along the link's dim
     side = np.stack([-u[:, 1], u[:, 0]], 1)  # + and - direction links on opposite sides
     a, b = p0 + side * 0.09, p1 + side * 0.09
     nan = np.full_like(a, np.nan)
     straight = np.stack([a, (a + b) / 2, b, nan, nan, nan], 1)
     stubs = np.stack([a, a + 0.45 * u, nan, b - 0.45 * u, b, nan], 1)
-    sign = np.where(links % 2 == 0, 1.0, -1.0)[:, None]  # link ids: even +, odd -
     diag = p0 + sign * np.array([0.3, 0.3])
     ticks = np.stack([p0 + sign * 0.12, diag, nan, nan, nan, nan], 1)
     pts = np.where(stub[:, None, None], stubs, straight)
@@ -109,6 +114,24 @@ def _busiest_traces(fr: Frames, step: int, gx, gy) -> list[go.Scatter]:
     return out
 
 
+def _landing_trace(fr: Frames, gx, gy) -> list[go.Scatter]:
+    """On a twisted torus, a hover point at the outer end of every wraparound link's exit stub
+    naming the chip the link lands on (its re-entry stub is drawn there)."""
+    topo = fr.tl.topo
+    stub = fr.wrap_mask & ~np.isnan(gx[:, 3])  # exit and entry stubs (3-D dim-2 ticks excluded)
+    if not topo.twisted or not stub.any():
+        return []
+    ids = fr.links[stub]
+    src, dim = ids // (2 * topo.ndim), (ids // 2) % topo.ndim
+    dst = topo.link_dst[ids]
+    text = [f"dim {d} wraparound: chip {topo.coord(a)} → chip {topo.coord(b)}"
+            for a, b, d in zip(src, dst, dim, strict=True)]  # fmt: skip
+    marker = {"size": 8, "opacity": 0}  # invisible: only its hover text shows
+    return [go.Scatter(x=gx[stub, 1].astype(np.float32), y=gy[stub, 1].astype(np.float32),
+                       mode="markers", marker=marker, text=text, hoverinfo="text",
+                       name="where a wraparound lands", showlegend=False)]  # fmt: skip
+
+
 def _chip_trace(fr: Frames, held: np.ndarray) -> go.Scatter:
     topo = fr.tl.topo
     text = [f"chip {i} {topo.coord(i)}: {held[i]:.0%}" for i in range(topo.n_chips)]
@@ -149,7 +172,18 @@ def slice_labels(fr: Frames) -> list[dict]:
         notes.append(_note(block[:, 0].mean(), block[:, 1].max() + 0.6, label))
     low = xy[:, 1].min() - 0.8
     ticks = "dim-2 links are the short ticks: ↗ to slice k+1, ↙ to slice k-1"
-    return [*notes, _note(xy[:, 0].mean(), low, ticks)]
+    notes.append(_note(xy[:, 0].mean(), low, ticks))
+    if topo.twisted:  # its dotted stubs re-enter elsewhere: say where, below the ticks' line
+        twist = _note(xy[:, 0].mean(), low - 0.5, f"{twist_note(topo)}:<br>{_reentry(topo)}")
+        notes.append({**twist, "yanchor": "top"})
+    return notes
+
+
+def _reentry(topo) -> str:
+    """Where a twisted wraparound's dotted stub re-enters, in slices (every twist of a kxkx2k or
+    kx2kx2k torus moves k along dim 2)."""
+    k, n = max(t[2] for t in topo.twist), topo.shape[2]
+    return f"a dotted stub leaving slice s re-enters slice (s + {k}) mod {n}; hover its end"
 
 
 def _note(x, y, text, angle=0):
@@ -166,6 +200,9 @@ def _note(x, y, text, angle=0):
 def title(fr: Frames, step: int) -> str:
     tl = fr.tl
     head = f"{tl.kind} {tl.algorithm} on {tl.topo.describe()} ({tl.chip.name})"
+    if len(head) > TITLE_CHARS:  # e.g. a twisted torus's description: two lines
+        cut = head.rindex(" ", 0, TITLE_CHARS)
+        head = f"{head[:cut]}<br>{head[cut + 1 :]}"
     if not len(fr):
         return head
     rec = tl.steps[step]
@@ -179,16 +216,23 @@ def title(fr: Frames, step: int) -> str:
     )
 
 
+def title_extra(text: str) -> int:
+    """Pixels of top margin a title needs beyond three lines."""
+    return 16 * max(text.count("<br>") - 2, 0)
+
+
 def link_figure(fr: Frames, step: int) -> go.Figure:
     """Draw step `step` (0-based): link loads, chip colours, every busiest link in red."""
     gx, gy = geometry(fr)
     lv, held = fr.level_at(step), fr.held_after(step)
+    note_extra = 40 if fr.tl.topo.twisted else 0  # the two lines saying where wraparound lands
+    head = title(fr, step)
     traces = [*_link_traces(fr, lv, gx, gy), *_busiest_traces(fr, step, gx, gy)]
-    fig = go.Figure([*traces, _chip_trace(fr, held)])
+    fig = go.Figure([*traces, *_landing_trace(fr, gx, gy), _chip_trace(fr, held)])
     span = np.ptp(fr.xy[:, 0]) + 2.5, np.ptp(fr.xy[:, 1]) + 2.5
     plot_h = min(520, max(220, int(WIDTH * 0.8 * span[1] / span[0])))
     fig.update_layout(
-        title={"text": title(fr, step), "font": {"size": 12}, "x": 0.01},
+        title={"text": head, "font": {"size": 12}, "x": 0.01},
         xaxis={"visible": False, "scaleanchor": "y"},
         yaxis={"visible": False},
         annotations=slice_labels(fr),
@@ -200,9 +244,9 @@ def link_figure(fr: Frames, step: int) -> go.Figure:
             "x": 0,
             "font": {"size": 11},
         },
-        height=plot_h + 170,
+        height=plot_h + 170 + note_extra,
         width=WIDTH,
-        margin={"l": 30, "r": 10, "t": 90, "b": 70},
+        margin={"l": 30, "r": 10, "t": 90 + title_extra(head), "b": 70 + note_extra},
         plot_bgcolor="white",
     )
     return fig
@@ -235,10 +279,12 @@ def svg(fr: Frames, step: int) -> str:
     x0, y1 = np.nanmin(gx) - 0.5, np.nanmax(gy) + 0.5
     scale = (WIDTH - 40) / (np.nanmax(gx) + 0.5 - x0)
     scale = min(scale, 360 / (y1 - np.nanmin(gy) + 0.5))
-    height = int((y1 - np.nanmin(gy) + 0.5) * scale) + 110
+    top = 22 + 16 * title(fr, step).count("<br>") + 16  # below the title's lines
+    notes = 3 if fr.tl.topo.twisted else 1  # the key, and two lines: where wraparound lands
+    height = int((y1 - np.nanmin(gy) + 0.5) * scale) + top + 24 + 16 * notes
 
     def to_px(x, y):
-        return 20 + (x - x0) * scale, 70 + (y1 - y) * scale
+        return 20 + (x - x0) * scale, top + (y1 - y) * scale
 
     body = []
     for b in range(LEVELS):
@@ -280,6 +326,10 @@ def _svg_text(fr: Frames, step: int, height: int) -> list[str]:
         f"chips: {fr.held_label}, white 0% to green 100%"
     )
     text.append(f'<text x="10" y="{height - 10}" font-size="12">{_esc(note)}</text>')
+    if fr.tl.topo.twisted:
+        lines = (twist_note(fr.tl.topo) + ":", _reentry(fr.tl.topo).split(";")[0])
+        text += [f'<text x="10" y="{height - 42 + 16 * i}" font-size="12">{_esc(t)}</text>'
+                 for i, t in enumerate(lines)]  # fmt: skip
     return text
 
 

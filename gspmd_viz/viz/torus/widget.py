@@ -33,7 +33,10 @@ PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4
 # today's pods: sub-slices that show the wraparound rules, then every whole pod sim names (their
 # chip follows from the name: sim.chip_of)
 SUB_SLICES = ("tpu-v5e-8x16", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8")
-TODAY = (*SUB_SLICES, *sim.presets.NAMED)
+# every twisted v4/v5p slice sim names up to 1,024 chips (a bidirectional ring on the next one,
+# 8x16x16, takes over 300 ms to simulate)
+TWISTED_SLICES = tuple(sim.presets.twisted_slices(max_chips=1024))
+TODAY = (*SUB_SLICES, *TWISTED_SLICES, *sim.presets.NAMED)
 PRESETS = (*sim.PRESETS, *TODAY)
 _TOPOLOGIES = {name: sim.preset(name) for name in PRESETS}  # built once: coords and links cached
 MAX_CHIPS = 9216  # Ironwood's pod; big tori are drawn as per-dim heatmaps
@@ -45,6 +48,7 @@ MAX_DIM = 128
 # at most this many transfers (~55 bytes each: ~170 MB); a 9,216-chip torus-3d-thirds alone
 # holds 6.7 million, so only the current timeline is kept then.
 KEPT_TRANSFERS = 3_000_000
+TWISTED = "twisted"  # the wraparound choice of a twisted torus (shapes kxkx2k and kx2kx2k)
 
 
 def figure(fr: Frames, step: int = 0) -> go.Figure:
@@ -92,6 +96,21 @@ def wrap_options(ndim: int) -> list[tuple[str, tuple[bool, ...]]]:
         label = "all dims" if all(wrap) else "none" if not dims else "dim " + ", ".join(dims)
         out.append((label, wrap))
     return out
+
+
+def twistable(shape: tuple[int, ...]) -> bool:
+    """Whether sim builds a twisted torus of `shape`."""
+    try:
+        sim.topology.twisted_torus(shape)
+    except ValueError:
+        return False
+    return True
+
+
+def wrap_choices(shape: tuple[int, ...]) -> list[tuple[str, tuple[bool, ...] | str]]:
+    """wrap_options for the rank of `shape`, plus the twisted torus where `shape` has one."""
+    twisted = [("all dims, twisted", TWISTED)] if twistable(shape) else []
+    return [*wrap_options(len(shape)), *twisted]
 
 
 class TorusWidget(widgets.VBox):
@@ -190,8 +209,8 @@ class TorusWidget(widgets.VBox):
         """Size, wraparound and (for real TPU pods) the chip of the chosen preset."""
         topo = _TOPOLOGIES[self.preset.value]
         self.size.value = "x".join(map(str, topo.shape))
-        self.wrap.options = wrap_options(topo.ndim)
-        self.wrap.value = topo.wrap
+        self.wrap.options = wrap_choices(topo.shape)
+        self.wrap.value = TWISTED if topo.twisted else topo.wrap
         self.chip.value = preset_chip(self.preset.value) or self.chip.value
         if topo.n_chips & (topo.n_chips - 1):  # e.g. 9,216 chips: 1 MiB has no equal chunks
             self.pad.value = True
@@ -199,9 +218,11 @@ class TorusWidget(widgets.VBox):
     def _sync_controls(self, topo: sim.Topology):
         """Preset label, wraparound choices and algorithm list follow the topology drawn."""
         with self._quiet():
-            if len(self.wrap.value) != topo.ndim:
-                self.wrap.options = wrap_options(topo.ndim)
-                self.wrap.value = (True,) * topo.ndim
+            choices = wrap_choices(topo.shape)
+            if list(self.wrap.options) != choices:  # a new rank, or twistable or no longer
+                keep = self.wrap.value if self.wrap.value in dict(choices).values() else None
+                self.wrap.options = choices
+                self.wrap.value = keep or (True,) * topo.ndim
             self.preset.value = self._matching_preset(topo)
             names = runnable(topo, self.kind.value)
             keep = self.algorithm.value if topo.ndim == self._rank else None  # new rank: default
@@ -213,7 +234,7 @@ class TorusWidget(widgets.VBox):
     def _matching_preset(self, topo: sim.Topology) -> str:
         for name, p in _TOPOLOGIES.items():
             chip_ok = (preset_chip(name) or self.chip.value) == self.chip.value
-            if (p.shape, p.wrap) == (topo.shape, topo.wrap) and chip_ok:
+            if (p.shape, p.wrap, p.twist) == (topo.shape, topo.wrap, topo.twist) and chip_ok:
                 return name
         return CUSTOM
 
@@ -222,8 +243,12 @@ class TorusWidget(widgets.VBox):
         shape = parse_torus_shape(self.size.value)
         if max(shape) > MAX_CHIPS:
             raise ValueError(f"size {self.size.value}: the widget draws up to {MAX_CHIPS} chips")
-        same_rank = len(self.wrap.value) == len(shape)
-        topo = sim.torus(shape, self.wrap.value if same_rank else True)  # a new rank: all wrap
+        wrap = self.wrap.value
+        if wrap == TWISTED and twistable(shape):
+            topo = sim.topology.twisted_torus(shape)
+        else:  # a new rank or a shape that cannot twist: every dim wraps
+            same_rank = wrap != TWISTED and len(wrap) == len(shape)
+            topo = sim.torus(shape, wrap if same_rank else True)
         name = self._matching_preset(topo)
         return _TOPOLOGIES[name] if name != CUSTOM else topo
 
