@@ -46,6 +46,7 @@ Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
 
 
 PASS_FACTORS_ONLY = 1  # the priority at which only pass factors carry axes (Shardy's op priority 2)
+_PASS_ONLY = ("pass-through", "broadcasting")  # categories whose rules have only pass factors
 
 
 def _common_prefix(a, b) -> tuple[str, ...]:
@@ -105,6 +106,7 @@ class Propagator:
         ]
         self.steps: list[PropagationStep] = []
         self.conflicts: list[str] = []
+        self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
 
     @staticmethod
     def _tensors(eqn, rule) -> list[_Tensor]:
@@ -222,21 +224,41 @@ class Propagator:
             return self.program.open_dims.get(v, ())
         return range(v.ndim)
 
-    def visit(self, i: int, priority: int) -> list[Value]:
-        """Equation i's factors written back to its results, then its operands (in the
-        directions the priority allows); the values that changed."""
-        if not any(any(self.spec[t.value]) for t in self.tensors[i]):
-            return []  # no tensor of it holds a mesh axis: nothing to hand on
-        ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
+    def how(self, i: int, priority: int) -> tuple:
+        """What a visit of equation i at `priority` does, as far as it differs between
+        priorities: the directions it writes, whether only pass factors carry axes (moot when
+        the rule has only those), the tensors it does not read, whether narrow operands wait."""
+        kind = self.categories[i]
+        ways = tuple(d for d in ("forward", "backward") if eligible(kind, priority, d))
         narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
         skip = narrow if priority < BROADCAST_FORWARD else frozenset()
-        pass_only = priority == PASS_FACTORS_ONLY
+        pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
+        return ways, pass_only, skip, bool(narrow) and priority == 0
+
+    def visit(self, i: int, priority: int) -> list[Value]:
+        """Equation i's factors written back to its results, then its operands (in the
+        directions the priority allows); the values that changed. A visit that would do what
+        the equation's last visit did, on the same specs, changed nothing then and would
+        change nothing now (its conflicts are noted already): skipped."""
+        specs = tuple(self.spec[t.value] for t in self.tensors[i])
+        if not any(map(any, specs)):
+            return []  # no tensor of it holds a mesh axis: nothing to hand on
+        how = self.how(i, priority)
+        if self.quiet.get(i) == (how, specs):
+            return []
+        changed = self.write_back(i, priority, how)
+        self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed
+        return changed
+
+    def write_back(self, i: int, priority: int, how: tuple) -> list[Value]:
+        """Equation i's factors written to the tensors `how` lets it write; the values changed."""
+        ways, pass_only, skip, narrow_waits = how
         wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
         changed = []
         for direction in ways:
             for k, t in enumerate(self.tensors[i]):
                 closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
-                waits = k in narrow and priority == 0  # a broadcast's operand takes from 1
+                waits = k in self.narrow[i] and narrow_waits  # a broadcast's operand takes from 1
                 if t.is_result == (direction == "forward") and not (closed or waits):
                     new, factors, sources = self.proposal(t, self.rules[i], wanted)
                     if new != self.spec[t.value]:
