@@ -52,7 +52,7 @@ class PassMemo:
         self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split, shared)
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
-        self.statics: dict[Equation, tuple] = {}  # twins._static
+        self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
 
 
 def _at(values: list, ref):

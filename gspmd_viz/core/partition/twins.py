@@ -57,13 +57,13 @@ def _place(values: list, v) -> int | None:
     return next((k for k, u in enumerate(values) if u is v), None)
 
 
-def _static(p: PartitionerState, eqn: Equation) -> tuple:
-    """Primitive, params, operand and result types, rules and splits: the equation alone
-    (made once per memo: an equation is also its producer's reader and its readers' remade
-    operand's producer)."""
-    known = p.memo.statics
+def _static(p: PartitionerState, eqn: Equation) -> int:
+    """Primitive, params, operand and result types, rules and splits: the equation alone, as
+    a number (made once per memo: an equation is also its producer's reader and its readers'
+    remade operand's producer)."""
+    known, numbers = p.memo.statics, p.memo.signature_numbers
     if eqn not in known:
-        known[eqn] = _made_static(p, eqn)
+        known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
     return known[eqn]
 
 
