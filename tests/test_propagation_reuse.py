@@ -1,10 +1,10 @@
 """Propagation does not work out again what it worked out already (algorithm.Propagator):
 a visit that would repeat the equation's last one on the same specs is skipped (`quiet`), and
 an equation of the same kind as one visited before on the same specs (layer 2 of a decoder,
-layer 1's) makes the same writes (`made`). The reference is the propagation that visits every
-time and works every visit out: the steps, conflicts, settled splits and shardings must be the
-same, on the zoo, the training steps, the keras-hub models and random programs
-(tests/fuzz_programs.py)."""
+layer 1's) makes the same writes (`made`) and settles on the same split (`settled_made`).
+The reference is the propagation that visits every time and works everything out: the steps,
+conflicts, settled splits and shardings must be the same, on the zoo, the training steps, the
+keras-hub models and random programs (tests/fuzz_programs.py)."""
 
 import pytest
 from fuzz_programs import programs
@@ -30,6 +30,7 @@ def assert_same_as_reference(prog):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(algorithm.Propagator, "quiet", _FORGETFUL, raising=False)
         m.setattr(algorithm.Propagator, "made", _FORGETFUL, raising=False)
+        m.setattr(algorithm.Propagator, "settled_made", _FORGETFUL, raising=False)
         reference = _record(gv.propagate(prog))
     assert ours == reference
 

@@ -110,6 +110,7 @@ class Propagator:
         self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
         self.kinds = self._kinds()
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
+        self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
 
     @staticmethod
     def _tensors(eqn, rule) -> list[_Tensor]:
@@ -353,7 +354,15 @@ class Propagator:
 
     def settled(self, i: int) -> dict[int, tuple[str, ...]]:
         """Every factor of equation i -> the axes it settled on (() when it holds none): in
-        claim order, each keeps the prefix of its axes no earlier factor holds."""
+        claim order, each keeps the prefix of its axes no earlier factor holds. Worked out
+        once per kind of equation and specs of its tensors (`settled_made`)."""
+        key = (self.kinds[i], tuple(self.spec[t.value] for t in self.tensors[i]))
+        found = self.settled_made.get(key)
+        if found is None:
+            found = self.settled_made[key] = self._settled(i)
+        return dict(found)
+
+    def _settled(self, i: int) -> dict[int, tuple[str, ...]]:
         found = dict.fromkeys(range(len(self.rules[i].factors)), ())
         for f, (axes, _) in self.wanted(i, split=True).items():
             found[f] = _prefix_free(axes, {a for ax in found.values() for a in ax})
