@@ -2,13 +2,14 @@
 are costed as layer 1's were, and a choice made for one answers for its twin.
 
 `signature(p, eqn)` holds everything choose_split.choose reads of an equation but the layouts
-its values exist in: its primitive, params, shapes, rules and propagated splits, what its
-results' readers ask for (Partitioner.wanted), its results' only readers one step ahead
-(lookahead.handoff_cost: their rules, splits, propagated operands, what their results' readers
-ask for), which operands are made again from scalars rather than moved (remake_scalars), and
-which of these values are the same value. `roles(p, eqn)` lists the values whose layouts the
-choice may read, each named by its place (an operand, a result, an operand of a result's only
-reader): a twin holding the values in the same places in the same layouts gets the same choice.
+its values exist in: its primitive, params, shapes, rules and propagated splits, what decides
+what its results' readers ask for (Partitioner.wanted: their rules and splits), its results'
+only readers one step ahead (lookahead.handoff_cost: their rules, splits, propagated operands,
+what decides what their results' readers ask for), which operands are made again from scalars
+rather than moved (remake_scalars), and which of these values are the same value.
+`roles(p, eqn)` lists the values whose layouts the choice may read, each named by its place
+(an operand, a result, an operand of a result's only reader): a twin holding the values in
+the same places in the same layouts gets the same choice.
 # XLA has no counterpart: its partitioner walks every instruction; the cost model is ours
 """
 
@@ -89,7 +90,21 @@ def _operand(x) -> tuple:
 def _result_view(p: PartitionerState, v: Value) -> tuple:
     """What a result's readers ask for, and its only reader as lookahead weighs it."""
     reader = sole_reader(p, v)
-    return (v in p.outputs, tuple(p.wanted(v)), reader and _reader_view(p, *reader))
+    return (_asked_view(p, v), reader and _reader_view(p, *reader))
+
+
+def _asked_view(p: PartitionerState, v: Value) -> tuple:
+    """What decides what v's readers ask for (Partitioner.wanted), without working it out:
+    v's propagated sharding if it is an output, and per consumer its place and, for a
+    rotation's slice, the sharding the rotation's result holds; for a live one, the consumer
+    alone (its rules and splits give the operand it will likely read)."""
+    found = [p.prop.sharding(v) if v in p.outputs else None]
+    for eqn, pos in p.program.consumers.get(v, ()):
+        if eqn in p.deferred:
+            found.append((pos, p.prop.sharding(p.deferred[eqn].concat.outputs[0])))
+        elif eqn in p.live_set:
+            found.append((pos, _static(p, eqn)))
+    return tuple(found)
 
 
 def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
@@ -99,7 +114,7 @@ def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
         _static(p, q.eqn),
         tuple(p.prop.sharding(u) if isinstance(u, Value) else None for u in ins),
         tuple(_remade_view(p, u) for u in ins),
-        tuple(tuple(p.wanted(w)) for w in q.eqn.outputs),
+        tuple(_asked_view(p, w) for w in q.eqn.outputs),
     )
 
 
