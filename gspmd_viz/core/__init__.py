@@ -41,5 +41,6 @@ Module order:
   cost.split_cost cost.staged_bytes cost.plan_cost
   choice.choose_split choice.gather_or_reduce choice.follow_xla
   partition.partitioner_state partition.lookahead
-  partition.remake_scalars partition.control_flow partition.partitioner partition.whole_plan
+  partition.remake_scalars partition.twins partition.control_flow partition.partitioner
+  partition.whole_plan
 """

@@ -5,6 +5,7 @@ split_cost.py ranks one equation's candidate splits; this module costs the whole
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -52,13 +53,19 @@ class PlanCost:
 def compute_flops(ins: Compute) -> float:
     """FLOPs of one local op: each factor at its local size, read off the first operand or
     result dim that holds that factor alone (whole where none does)."""
-    entry, rule, eqn = entry_for(ins.eqn), rule_for(ins.eqn), ins.eqn
+    return _local_flops(ins.eqn, ins.operand_shardings, ins.shardings)
+
+
+@functools.lru_cache(maxsize=8192)
+def _local_flops(eqn, operand_shardings: tuple, shardings: tuple) -> float:
+    """compute_flops, once per (equation, shardings): every plan of one program asks again."""
+    entry, rule = entry_for(eqn), rule_for(eqn)
     if entry.identity:
         return 0.0
     tensors = zip(
         rule.operands + rule.results,
         eqn.inputs + eqn.outputs,
-        ins.operand_shardings + ins.shardings,
+        operand_shardings + shardings,
         strict=True,
     )
     local = {}
@@ -159,24 +166,43 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     for i, ins in enumerate(instructions):
         for buffer in {alias.get(n, n) for n in buffers_read(ins)}:
             last[buffer] = max(last.get(buffer, i), i)
-    live, peak = dict(inputs), sum(inputs.values())
+    live, dying = _Live(inputs), {}  # dying: instruction -> buffers last read there
+    for name in inputs:
+        dying.setdefault(max(0, last.get(name, -1)), []).append(name)
+    peak = live.total
     for i, ins in enumerate(instructions):
         inner = inner_instructions(ins)
         written, staged = _written(ins), 0
         if inner:
             sizes = {n: b for j in inner for n, b in _written(j).items()}
-            peak = max(peak, sum(live.values()) + peak_bytes({}, inner, ()))
+            peak = max(peak, live.total + peak_bytes({}, inner, ()))
             outs = getattr(ins, "carry_out", ()) + getattr(ins, "y_out", ())
             written = dict(
                 zip(ins.outs, (sizes.get(alias.get(n, n), 0) for n in outs), strict=False)
             )
         else:
             staged = staging_bytes(ins)
-        live |= written
-        peak = max(peak, sum(live.values()) + staged)
-        for name in [n for n in live if last.get(n, -1) <= i]:
-            del live[name]
+        for name, size in written.items():
+            live.write(name, size)
+            dying.setdefault(max(i, last.get(name, -1)), []).append(name)
+        peak = max(peak, live.total + staged)
+        for name in dying.pop(i, ()):
+            live.free(name)
     return peak
+
+
+class _Live:
+    """The live buffers (name -> bytes) and their total, kept as they are written and freed."""
+
+    def __init__(self, sizes: dict[str, int]):
+        self.sizes, self.total = dict(sizes), sum(sizes.values())
+
+    def write(self, name: str, size: int) -> None:
+        self.total += size - self.sizes.get(name, 0)
+        self.sizes[name] = size
+
+    def free(self, name: str) -> None:
+        self.total -= self.sizes.pop(name, 0)
 
 
 def _in_issue_order(instructions, alias: dict[str, str]) -> list:

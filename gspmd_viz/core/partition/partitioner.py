@@ -23,7 +23,7 @@ from gspmd_viz.core.choice import gather_or_reduce
 from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.halo import block_moves, windowed_ops
-from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars
+from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars, twins
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.rules.registry import entry_for
@@ -41,13 +41,23 @@ class PassMemo:
     each value's consumers ask for (`wanted_by`: it depends on propagation only) and the bytes
     to move a value there from a sharding (`asked`: lookahead.asked_cost), each equation's
     splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
-    choice made, with the versions it read (`choices`: Partitioner.choice)."""
+    choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
+    equation's signature (twins.py: its twins in other layers get it too) when every value it
+    read has a place among the equation's roles, else under the equation."""
 
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
         self.asked: dict[tuple[Value, Sharding], float] = {}
         self.splits: dict[Equation, list[EquationSplit]] = {}
-        self.choices: dict[Equation, list[tuple]] = {}  # (reads, spread, rule, split, shared)
+        self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split, shared)
+        self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
+        self.signature_numbers: dict[tuple, int] = {}
+        self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
+
+
+def _at(values: list, ref):
+    """A value a remembered choice read: by its place among the roles (an int), or itself."""
+    return values[ref] if isinstance(ref, int) else ref
 
 
 class Versions(dict):
@@ -245,16 +255,21 @@ class Partitioner:
         and not for windowed ops (what they cost reads the instructions made: `exchanged`)."""
         if self.trips > 1 or entry_for(eqn).halo:
             return choose(splits, self)[:2]
-        for reads, spread, k, fa, shared in self.memo.choices.get(eqn, ()):
-            answers = spread == self.spread or (spread and not shared)
-            if answers and all(self.versions.layouts(v) == held for v, held in reads):
-                return splits[k], dict(fa)
+        values, keys = twins.roles(self, eqn), (eqn, twins.signature(self, eqn))
+        for key in keys:
+            for reads, spread, k, fa, shared in self.memo.choices.get(key, ()):
+                answers = spread == self.spread or (spread and not shared)
+                if answers and all(
+                    self.versions.layouts(_at(values, r)) == held for r, held in reads
+                ):
+                    return splits[k], dict(fa)
         self.versions.reads = set()
         q, fa, shared = choose(splits, self)
-        read, self.versions.reads = self.versions.reads, None
-        reads = tuple((v, self.versions.layouts(v)) for v in read)
+        read, self.versions.reads = tuple(self.versions.reads), None
+        places = twins.placed(values, read)  # a read value without a place: this equation's
+        reads = tuple(zip(places or read, map(self.versions.layouts, read), strict=True))
         remembered = (reads, self.spread, splits.index(q), dict(fa), shared)
-        self.memo.choices.setdefault(eqn, []).append(remembered)
+        self.memo.choices.setdefault(keys[places is not None], []).append(remembered)
         return q, fa
 
     def split_equation(self, eqn: Equation) -> None:

@@ -10,23 +10,32 @@ from __future__ import annotations
 import dataclasses
 
 from gspmd_viz.core.partition.partitioner_state import PartitionerState
-from gspmd_viz.core.program.trace import Literal, Value
+from gspmd_viz.core.program.trace import Equation, Literal, Value
 from gspmd_viz.core.rules.registry import entry_for
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.core.spmd import local_ops
+
+
+def remade_from(partitioner: PartitionerState, v: Value) -> Equation | None:
+    """The equation that makes v again wherever it is asked for: v's (through annotations),
+    when it has one result, is known and live and reads only scalars; else None."""
+    producer = partitioner.program.producer
+    eqn = producer.get(v)
+    while eqn is not None and entry_for(eqn).identity and isinstance(eqn.inputs[0], Value):
+        eqn = producer.get(eqn.inputs[0])  # an annotated constant: the constant
+    if eqn is None or len(eqn.outputs) != 1 or not entry_for(eqn).known:
+        return None
+    if any(x.shape for x in eqn.inputs) or eqn not in partitioner.live_set:
+        return None
+    return eqn
 
 
 def remade_split(partitioner: PartitionerState, v: Value, target: Sharding):
     """(the producer's EquationSplit, its split) that computes v directly in `target`, for a
     value whose equation (through annotations) reads only scalars; None otherwise (or for
     pending sums)."""
-    producer = partitioner.program.producer
-    eqn = producer.get(v)
-    while eqn is not None and entry_for(eqn).identity and isinstance(eqn.inputs[0], Value):
-        eqn = producer.get(eqn.inputs[0])  # an annotated constant: the constant
-    if eqn is None or target.unreduced or len(eqn.outputs) != 1 or not entry_for(eqn).known:
-        return None
-    if any(x.shape for x in eqn.inputs) or eqn not in partitioner.live_set:
+    eqn = None if target.unreduced else remade_from(partitioner, v)
+    if eqn is None:
         return None
     q = partitioner.split(eqn)
     fa = q.sanitize(q.from_tensor(q.rule.results[0], target))

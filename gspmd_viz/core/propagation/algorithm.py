@@ -46,6 +46,7 @@ Spec = tuple[tuple[str, ...], ...]  # per tensor dim, the mesh axes splitting it
 
 
 PASS_FACTORS_ONLY = 1  # the priority at which only pass factors carry axes (Shardy's op priority 2)
+_PASS_ONLY = ("pass-through", "broadcasting")  # categories whose rules have only pass factors
 
 
 def _common_prefix(a, b) -> tuple[str, ...]:
@@ -100,11 +101,16 @@ class Propagator:
         self.categories = [category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.narrow = [
-            narrow_operands([t.factors for t in ts], r) if c == "broadcasting" else set()
+            frozenset(narrow_operands([t.factors for t in ts], r) if c == "broadcasting" else ())
             for ts, r, c in zip(self.tensors, self.rules, self.categories, strict=True)
         ]
         self.steps: list[PropagationStep] = []
         self.conflicts: list[str] = []
+        self.raised: list[tuple] = []  # (factor name, axes, axes) of each conflict met
+        self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
+        self.kinds = self._kinds()
+        self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
+        self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
 
     @staticmethod
     def _tensors(eqn, rule) -> list[_Tensor]:
@@ -114,6 +120,26 @@ class Propagator:
 
     def _shards(self, axes) -> int:
         return math.prod(self.size[a] for a in axes)
+
+    def _kinds(self) -> list[int]:
+        """Per equation, a number shared by equations a visit cannot tell apart on the same
+        specs (transformer layers repeat): rule, category, narrow operands, and per tensor its
+        factors, side, size, whether it is closed or its open dims, which value it shares."""
+        numbers: dict[tuple, int] = {}
+        kinds = []
+        for i, ts in enumerate(self.tensors):
+            values = [t.value for t in ts]
+            shape = tuple(
+                (t.factors, t.is_result, t.size, self._closed(t), tuple(self.open_dims(t.value)))
+                for t in ts
+            )
+            same = tuple(values.index(v) for v in values)
+            key = (self.rules[i], self.categories[i], self.narrow[i], shape, same)
+            kinds.append(numbers.setdefault(key, len(numbers)))
+        return kinds
+
+    def _closed(self, t) -> bool:
+        return t.value in self.fixed and not self.program.open_dims.get(t.value)
 
     # --- reading factor shardings off tensors ---------------------------------------------
     def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
@@ -151,16 +177,20 @@ class Propagator:
         for axes in cands:
             n = len(_common_prefix(best, axes))
             if n < min(len(best), len(axes)):
-                note = (
-                    f"eqn {eqn.index} {eqn.primitive} factor {rule.factors[f].name}: "
-                    f"{','.join(best)} against {','.join(axes)}, neither propagates"
-                )
-                if note not in self.conflicts:
-                    self.conflicts.append(note)
+                self.raised.append((rule.factors[f].name, best, axes))
+                self.note_conflict(eqn, *self.raised[-1])
                 best, expand = best[:n], False
             elif len(axes) > len(best) and expand:
                 best = axes
         return best
+
+    def note_conflict(self, eqn, name: str, best, axes) -> None:
+        note = (
+            f"eqn {eqn.index} {eqn.primitive} factor {name}: "
+            f"{','.join(best)} against {','.join(axes)}, neither propagates"
+        )
+        if note not in self.conflicts:
+            self.conflicts.append(note)
 
     def wanted(self, i: int, pass_only=False, split=False, skip=frozenset()) -> dict:
         """factor -> (axes, source tensor) for equation i, in claim order (Shardy's: the bigger
@@ -196,7 +226,7 @@ class Propagator:
         for f, (axes, src) in wanted.items():
             if f in mine:  # around the axes the tensor's other factors hold (or just took)
                 held[f] = _prefix_free(axes, _held_by_others(held, f))
-                fa[f] = (held[f], (src.value,))
+                fa[f] = (held[f], (src,))
         new, factors, sources = [], [], []
         for d, fs in enumerate(t.factors):
             axes = []
@@ -207,7 +237,7 @@ class Propagator:
                 axes += got
                 if got and axes[: len(cur[d])] == list(cur[d]) and len(axes) > len(cur[d]):
                     factors.append(rule.factors[f].name)
-                    sources += [s for s in src if s is not t.value]
+                    sources += [s for s in src if s.value is not t.value]
                 if self._shards(got) != rule.factors[f].size:
                     break  # a minor factor only counts once the major one is whole
             ok = tuple(axes[: len(cur[d])]) == cur[d] and d in self.open_dims(t.value)
@@ -222,27 +252,68 @@ class Propagator:
             return self.program.open_dims.get(v, ())
         return range(v.ndim)
 
-    def visit(self, i: int, priority: int) -> list[Value]:
-        """Equation i's factors written back to its results, then its operands (in the
-        directions the priority allows); the values that changed."""
-        if not any(any(self.spec[t.value]) for t in self.tensors[i]):
-            return []  # no tensor of it holds a mesh axis: nothing to hand on
-        ways = [d for d in ("forward", "backward") if eligible(self.categories[i], priority, d)]
+    def how(self, i: int, priority: int) -> tuple:
+        """What a visit of equation i at `priority` does, as far as it differs between
+        priorities: the directions it writes, whether only pass factors carry axes (moot when
+        the rule has only those), the tensors it does not read, whether narrow operands wait."""
+        kind = self.categories[i]
+        ways = tuple(d for d in ("forward", "backward") if eligible(kind, priority, d))
         narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
         skip = narrow if priority < BROADCAST_FORWARD else frozenset()
-        pass_only = priority == PASS_FACTORS_ONLY
+        pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
+        return ways, pass_only, skip, bool(narrow) and priority == 0
+
+    def visit(self, i: int, priority: int) -> list[Value]:
+        """Equation i's factors written back to its results, then its operands (in the
+        directions the priority allows); the values that changed. A visit that would do what
+        the equation's last visit did, on the same specs, changed nothing then and would
+        change nothing now (its conflicts are noted already): skipped."""
+        specs = tuple(self.spec[t.value] for t in self.tensors[i])
+        if not any(map(any, specs)):
+            return []  # no tensor of it holds a mesh axis: nothing to hand on
+        how = self.how(i, priority)
+        if self.quiet.get(i) == (how, specs):
+            return []
+        changed = self.write_back(i, priority, how, specs)
+        self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed
+        return changed
+
+    def write_back(self, i: int, priority: int, how: tuple, specs: tuple) -> list[Value]:
+        """Equation i's factors written to the tensors `how` lets it write; the values changed.
+        What an equation of the same kind did on the same specs is done again (its conflicts
+        noted, its writes made), not worked out again."""
+        key = (self.kinds[i], how, specs)
+        if key not in self.made:
+            self.raised = []
+            writes = self.worked_out(i, priority, how)
+            self.made[key] = (tuple(self.raised), writes)
+            return [self.tensors[i][w[1]].value for w in writes]
+        raised, writes = self.made[key]
+        eqn, tensors = self.program.equations[i], self.tensors[i]
+        for conflict in raised:
+            self.note_conflict(eqn, *conflict)
+        for direction, k, new, factors, sources in writes:
+            why = (factors, [tensors[s].value for s in sources])
+            self.write((priority, i, direction), tensors[k].value, new, why)
+        return [tensors[w[1]].value for w in writes]
+
+    def worked_out(self, i: int, priority: int, how: tuple) -> tuple:
+        """write_back worked out: its writes, each (direction, tensor, spec, factors, source
+        tensors)."""
+        ways, pass_only, skip, narrow_waits = how
         wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
-        changed = []
+        writes, place = [], {id(t): k for k, t in enumerate(self.tensors[i])}
         for direction in ways:
             for k, t in enumerate(self.tensors[i]):
-                closed = t.value in self.fixed and not self.program.open_dims.get(t.value)
-                waits = k in narrow and priority == 0  # a broadcast's operand takes from 1
-                if t.is_result == (direction == "forward") and not (closed or waits):
+                waits = k in self.narrow[i] and narrow_waits  # a broadcast's operand takes from 1
+                if t.is_result == (direction == "forward") and not (self._closed(t) or waits):
                     new, factors, sources = self.proposal(t, self.rules[i], wanted)
                     if new != self.spec[t.value]:
-                        self.write((priority, i, direction), t.value, new, (factors, sources))
-                        changed.append(t.value)
-        return changed
+                        why = (factors, [s.value for s in sources])
+                        self.write((priority, i, direction), t.value, new, why)
+                        sources = tuple(place[id(s)] for s in sources)
+                        writes.append((direction, k, new, tuple(factors), sources))
+        return tuple(writes)
 
     def write(self, where: tuple, v: Value, new: Spec, why: tuple) -> None:
         """Give v the spec `new`, recorded as a PropagationStep at `where` (priority, equation,
@@ -283,7 +354,15 @@ class Propagator:
 
     def settled(self, i: int) -> dict[int, tuple[str, ...]]:
         """Every factor of equation i -> the axes it settled on (() when it holds none): in
-        claim order, each keeps the prefix of its axes no earlier factor holds."""
+        claim order, each keeps the prefix of its axes no earlier factor holds. Worked out
+        once per kind of equation and specs of its tensors (`settled_made`)."""
+        key = (self.kinds[i], tuple(self.spec[t.value] for t in self.tensors[i]))
+        found = self.settled_made.get(key)
+        if found is None:
+            found = self.settled_made[key] = self._settled(i)
+        return dict(found)
+
+    def _settled(self, i: int) -> dict[int, tuple[str, ...]]:
         found = dict.fromkeys(range(len(self.rules[i].factors)), ())
         for f, (axes, _) in self.wanted(i, split=True).items():
             found[f] = _prefix_free(axes, {a for ax in found.values() for a in ax})

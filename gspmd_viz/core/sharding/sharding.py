@@ -113,6 +113,10 @@ class Sharding:
         return isinstance(other, Sharding) and self._key == other._key
 
     def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:  # the partitioner hashes layouts hundreds of thousands of times
         return hash(self._key)
 
     def __repr__(self) -> str:
@@ -157,9 +161,12 @@ class Sharding:
     # --- per-device layout --------------------------------------------------------------
     def shard_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         """Local (padded) shape on every device: ceil division, padding on the right."""
-        if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
-            raise ValueError(f"a shape holds non-negative whole numbers, got {tuple(shape)}")
-        return _local_shape(self, tuple(shape))
+        shape = tuple(shape)
+        try:
+            return _local_shape(self, shape)  # checked as it is made: a cached shape is good
+        except TypeError:  # unhashable: not a shape
+            _check_shape(shape)
+            raise
 
     def shard_index(self, device: int, dim: int) -> int:
         """Which shard of tensor dim `dim` a device holds (mixed radix over the dim's axes)."""
@@ -303,4 +310,10 @@ def axes_text(axes: DimAxes, unsplit: str = "-") -> str:
 def _local_shape(sharding: Sharding, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Sharding.shard_shape, made once per (layout, shape): the partitioner asks it thousands
     of times per program while costing splits."""
+    _check_shape(shape)
     return tuple(ceil_div(n, t) for n, t in zip(shape, sharding.tiles(len(shape)), strict=True))
+
+
+def _check_shape(shape: tuple) -> None:
+    if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
+        raise ValueError(f"a shape holds non-negative whole numbers, got {shape}")

@@ -1,0 +1,140 @@
+"""Equations the chooser cannot tell apart: transformer layers repeat, so layer 2's equations
+are costed as layer 1's were, and a choice made for one answers for its twin.
+
+`signature(p, eqn)` holds everything choose_split.choose reads of an equation but the layouts
+its values exist in: its primitive, params, shapes, rules and propagated splits, what decides
+what its results' readers ask for (Partitioner.wanted: their rules and splits), its results'
+only readers one step ahead (lookahead.handoff_cost: their rules, splits, propagated operands,
+what decides what their results' readers ask for), which operands are made again from scalars
+rather than moved (remake_scalars), and which of these values are the same value.
+`roles(p, eqn)` lists the values whose layouts the choice may read, each named by its place
+(an operand, a result, an operand of a result's only reader): a twin holding the values in
+the same places in the same layouts gets the same choice.
+# XLA has no counterpart: its partitioner walks every instruction; the cost model is ours
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gspmd_viz.core.choice.choose_split import frozen
+from gspmd_viz.core.partition.lookahead import sole_reader
+from gspmd_viz.core.partition.partitioner_state import PartitionerState
+from gspmd_viz.core.partition.remake_scalars import remade_from
+from gspmd_viz.core.program.trace import Equation, Literal, Value
+
+__all__ = ["placed", "roles", "signature"]
+
+
+def signature(p: PartitionerState, eqn: Equation) -> int:
+    """The equation as the chooser sees it, layouts apart, as a number (one per distinct
+    signature in the memo; made once per equation)."""
+    known, numbers = p.memo.signatures, p.memo.signature_numbers
+    if eqn not in known:
+        values = roles(p, eqn)
+        same = tuple(_place(values, v) for v in values)  # which places hold one value
+        ins = tuple(_remade_view(p, x) for x in eqn.inputs)
+        outs = tuple(_result_view(p, v) for v in eqn.outputs)
+        known[eqn] = numbers.setdefault((_static(p, eqn), same, ins, outs), len(numbers))
+    return known[eqn]
+
+
+def roles(p: PartitionerState, eqn: Equation) -> list:
+    """The equation's operands, its results, then each result's only reader's operands."""
+    found = [*eqn.inputs, *eqn.outputs]
+    for v in eqn.outputs:
+        reader = sole_reader(p, v)
+        found += reader[0].eqn.inputs if reader else ()
+    return found
+
+
+def placed(values: list, read) -> tuple[int, ...] | None:
+    """The place of each value in `read` among `values` (roles), or None if one has none."""
+    places = tuple(_place(values, v) for v in read)
+    return None if None in places else places
+
+
+def _place(values: list, v) -> int | None:
+    return next((k for k, u in enumerate(values) if u is v), None)
+
+
+def _static(p: PartitionerState, eqn: Equation) -> int:
+    """Primitive, params, operand and result types, rules and splits: the equation alone, as
+    a number (made once per memo: an equation is also its producer's reader and its readers'
+    remade operand's producer)."""
+    known, numbers = p.memo.statics, p.memo.signature_numbers
+    if eqn not in known:
+        known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
+    return known[eqn]
+
+
+def _made_static(p: PartitionerState, eqn: Equation) -> tuple:
+    splits = p.splits(eqn)
+    return (
+        eqn.primitive,
+        _frozen(eqn.params),
+        tuple(_operand(x) for x in eqn.inputs),
+        tuple((v.shape, v.dtype) for v in eqn.outputs),
+        tuple((q.rule, frozen(q.settled), q.propagated) for q in splits),
+        eqn in p.live_set,
+        eqn in p.deferred,
+    )
+
+
+def _operand(x) -> tuple:
+    """An operand's type, shape, dtype (and a literal's value)."""
+    kind = (type(x).__name__, x.shape, x.dtype)
+    return kind + (_frozen(x.value),) if isinstance(x, Literal) else kind
+
+
+def _result_view(p: PartitionerState, v: Value) -> tuple:
+    """What a result's readers ask for, and its only reader as lookahead weighs it."""
+    reader = sole_reader(p, v)
+    return (_asked_view(p, v), reader and _reader_view(p, *reader))
+
+
+def _asked_view(p: PartitionerState, v: Value) -> tuple:
+    """What decides what v's readers ask for (Partitioner.wanted), without working it out:
+    v's propagated sharding if it is an output, and per consumer its place and, for a
+    rotation's slice, the sharding the rotation's result holds; for a live one, the consumer
+    alone (its rules and splits give the operand it will likely read)."""
+    found = [p.prop.sharding(v) if v in p.outputs else None]
+    for eqn, pos in p.program.consumers.get(v, ()):
+        if eqn in p.deferred:
+            found.append((pos, p.prop.sharding(p.deferred[eqn].concat.outputs[0])))
+        elif eqn in p.live_set:
+            found.append((pos, _static(p, eqn)))
+    return tuple(found)
+
+
+def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
+    ins = q.eqn.inputs
+    return (
+        pos,
+        _static(p, q.eqn),
+        tuple(p.prop.sharding(u) if isinstance(u, Value) else None for u in ins),
+        tuple(_remade_view(p, u) for u in ins),
+        tuple(_asked_view(p, w) for w in q.eqn.outputs),
+    )
+
+
+def _remade_view(p: PartitionerState, x) -> tuple | None:
+    """For a value made again from scalars wherever it is asked for: its producer, alone."""
+    producer = remade_from(p, x) if isinstance(x, Value) else None
+    return producer and _static(p, producer)
+
+
+def _frozen(params) -> object:
+    """params as a dict key: containers by content, arrays by bytes, the rest as they hash
+    (or by identity when they do not: then no twin is found, which is safe)."""
+    if isinstance(params, dict):
+        return tuple((k, _frozen(v)) for k, v in sorted(params.items()))
+    if isinstance(params, list | tuple):
+        return (type(params).__name__, tuple(_frozen(v) for v in params))
+    if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
+        return ("array", params.shape, params.dtype, params.tobytes())
+    try:
+        hash(params)
+    except TypeError:
+        return ("object", id(params))
+    return params
