@@ -18,13 +18,13 @@ def _tl(name="torus-2d", shape=(4, 4)):
 def test_frames_replay_the_timeline():
     tl = _tl()
     fr = torus.frames(tl)
-    assert fr.level.shape == (len(tl.steps), tl.topo.n_links)
     for i, rec in enumerate(tl.steps):  # busy links in a frame are exactly the step's links
-        busy = set(fr.links[fr.level[i] > 0])
+        assert fr.level_at(i).shape == (tl.topo.n_links,)
+        busy = set(fr.links[fr.level_at(i) > 0])
         assert busy == set(rec.links.tolist())
     # ownership starts at 1/N of the final sum per chip and ends complete (the symbolic oracle)
-    assert np.allclose(fr.held[0], 1 / tl.topo.n_chips)
-    assert np.allclose(fr.held[-1], 1.0)
+    assert np.allclose(fr.held_after(-1), 1 / tl.topo.n_chips)
+    assert np.allclose(fr.held_after(len(tl.steps) - 1), 1.0)
 
 
 @pytest.mark.parametrize(
@@ -42,14 +42,15 @@ def test_share_held_after_every_step_is_the_symbolic_replay(name, algorithm):
     for i in range(len(tl.steps) + 1):
         prefix = dataclasses.replace(tl.schedule, steps=tl.schedule.steps[:i])
         state = sim.execute.run(prefix, np.ones((n, k)))
-        assert np.allclose(fr.held[i], state.sum(1) / (n * k)), i
+        assert np.allclose(fr.held_after(i - 1), state.sum(1) / (n * k)), i
 
 
 def test_phase_one_links_are_drawn_lighter():
     tl = _tl()
     fr = torus.frames(tl)
     phase = np.array([r.phase for r in tl.steps])
-    assert fr.level[phase == 0].max() > fr.level[phase == 1].max()
+    level = np.array([fr.level_at(i) for i in range(len(fr))])
+    assert level[phase == 0].max() > level[phase == 1].max()
 
 
 def test_figure_marks_every_busiest_link_and_names_the_phase():
@@ -58,12 +59,12 @@ def test_figure_marks_every_busiest_link_and_names_the_phase():
     fig = torus.figure(fr, 0)
     for i, rec in enumerate(tl.steps):  # oracle: the step's own per-link bytes
         tied = rec.links[rec.link_bytes == rec.link_bytes.max()]
-        assert sorted(fr.links[fr.busiest[i]]) == sorted(tied)
+        assert sorted(fr.links[fr.busiest_at(i)]) == sorted(tied)
     red = [t for t in fig.data if t.legendgroup == "busiest"]
-    n_tied = len(fr.busiest[0])
+    n_tied = len(fr.busiest_at(0))
     assert red[0].name == f"busiest links ({n_tied} tied)" and n_tied > 1
     drawn = sum(np.isfinite(np.array(t.x, float)).sum() for t in red)
-    n_wrap = fr.wrap_mask[fr.busiest[0]].sum()  # drawn as two stubs of 2 points each
+    n_wrap = fr.wrap_mask[fr.busiest_at(0)].sum()  # drawn as two stubs of 2 points each
     assert drawn == 3 * (n_tied - n_wrap) + 4 * n_wrap  # every tied link is drawn
     assert "chips" in [t.name for t in fig.data]
     assert "phase 0" in fig.layout.title.text
@@ -152,7 +153,7 @@ def test_a_9216_chip_pod_is_drawn_as_the_record_aggregated_per_chip(algorithm, s
     held = np.array(maps[3].z, float)
     r, c, k = topo.coords.T
     cells = held[r + k // g * (topo.shape[0] + 1), c + k % g * (topo.shape[1] + 1)]
-    assert np.allclose(cells, fr.held[step + 1], atol=0.005)  # shown to 2 decimals
+    assert np.allclose(cells, fr.held_after(step), atol=0.005)  # shown to 2 decimals
 
 
 def test_parse_helpers():

@@ -3,14 +3,12 @@
 ``frames(tl)`` reads ``tl.steps`` (no re-simulation); the link view (links.py), the aggregated
 view (heatmap.py) and the static SVG all draw from it. A frame's data is worked out when a frame
 asks for it (``level_at``, ``busiest_at``, ``held_after``), so a new timeline of 2,000 steps or
-9,216 chips costs its first frame, not all of them; ``level``, ``busiest`` and ``held`` give every
-step at once.
+9,216 chips costs its first frame, not all of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterator
 
 import numpy as np
@@ -70,20 +68,6 @@ class Frames:
         """[n_chips] colour of each chip after step `step` (before any step when there are none)."""
         i = min(step + 1, len(self))
         return self.held_rows.upto(i)[i]
-
-    @functools.cached_property
-    def level(self) -> np.ndarray:
-        """[n_steps, L] every step's `level_at`."""
-        return np.array([self.level_at(i) for i in range(len(self))], np.int8)
-
-    @functools.cached_property
-    def busiest(self) -> list[np.ndarray]:
-        return [self.busiest_at(i) for i in range(len(self))]
-
-    @functools.cached_property
-    def held(self) -> np.ndarray:
-        """[n_steps + 1, n_chips] colour of each chip before step 0 .. after the last."""
-        return np.array(self.held_rows.upto(len(self)), np.float32)
 
     def level_bounds(self) -> list[float]:
         """Upper byte bound of each load level (level 0 = idle)."""
