@@ -53,17 +53,31 @@ def _width(svg: str) -> float:
     return float(re.search(r'<svg [^>]*width="([\d.]+)"', svg).group(1))
 
 
-def test_fit_titles_widens_to_a_long_result_title_only():
-    """A result with pending sums is titled wider than it is drawn; fit_titles makes room for
-    its title (TITLE_CHAR px a character past C's left edge) and leaves a short title's
-    picture as it was."""
+def _titles(svg: str) -> list[tuple[float, str]]:
+    """(left x, text) of each array's 11 px title."""
+    title = r'<text x="([\d.]+)"[^>]*font-size="11" text-anchor="start"[^>]*>([^<]*)</text>'
+    return [(float(x), t) for x, t in re.findall(title, svg)]
+
+
+def _right_edge(svg: str) -> float:
+    """The right edge of the rightmost block drawn."""
+    rects = re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', svg)
+    return max(float(x) + float(w) for x, w in rects)
+
+
+def test_every_title_fits_and_a_short_one_does_not_widen_the_picture():
+    """A result with pending sums is titled wider than it is drawn: the picture makes room for
+    its title (TITLE_CHAR px a character); a title narrower than its array adds nothing past
+    the array's right edge (+ 4 px of margin)."""
     a, b = gv.Sharding(MESH, (None, "y")), gv.Sharding(MESH, ("y", "x"))
     pending = gv.Sharding(MESH, (None, "x"), unreduced={"y"})
-    arrays = {"A": (a, (4, 256)), "B": (b, (256, 512)), "C": (pending, (4, 512))}
-    plain, fitted = matmul_svg(arrays, "reduce"), matmul_svg(arrays, "reduce", fit_titles=True)
-    title = "C: " + pending.describe((4, 512), "float32")
-    left = float(re.findall(r'<text x="([\d.]+)"[^>]*text-anchor="start"', fitted)[-1])
-    assert _width(fitted) >= left + 6.2 * len(title) > _width(plain)
+    long = matmul_svg({"A": (a, (4, 256)), "B": (b, (256, 512)), "C": (pending, (4, 512))}, "r")
     specs = zip("ABC", CASES[0], strict=True)  # C: f32[16, 64], a title narrower than C
-    short = {n: (gv.Sharding(MESH, s), SHAPES[n]) for n, s in specs}
-    assert matmul_svg(short, "x", fit_titles=True) == matmul_svg(short, "x")
+    short = matmul_svg({n: (gv.Sharding(MESH, s), SHAPES[n]) for n, s in specs}, "x")
+    for svg in (long, short):
+        assert all(x + 6.2 * len(t) <= _width(svg) for x, t in _titles(svg)), svg
+    left, title = _titles(long)[-1]
+    assert title == "C: " + pending.describe((4, 512), "float32")
+    assert _width(long) == pytest.approx(left + 6.2 * len(title) + 4, abs=1)
+    assert _width(long) > _right_edge(long) + 4
+    assert _width(short) == pytest.approx(_right_edge(short) + 4, abs=1)

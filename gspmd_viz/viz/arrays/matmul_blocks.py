@@ -60,12 +60,10 @@ def _arrow(x0: float, x1: float, y: float, label: str) -> list[str]:
     ]
 
 
-def _picture(
-    before: dict, after: tuple[str, tuple], label: str, width_arrow: float, fit: bool = False
-) -> str:
+def _picture(before: dict, after: tuple[str, tuple], label: str, width_arrow: float) -> str:
     """`before` = {name: (sharding, shape)} drawn left to right, an arrow carrying `label`, then
-    `after` = (name, (sharding, shape)); `fit`: the picture is widened to the last title (a
-    result with pending sums, `f32[4, 512@model]{sum over data}`, is titled wider than drawn)."""
+    `after` = (name, (sharding, shape)). The picture is as wide as the last title where that is
+    wider than its array (a result with pending sums, `f32[4, 512@model]{sum over data}`)."""
     items, x, tallest = [], 0.0, 0.0
     for name, (sharding, shape) in before.items():
         drawn, w, h = _array(x, name, sharding, shape)
@@ -74,26 +72,22 @@ def _picture(
     items += _arrow(x - GAP / 2, x + width_arrow, TOP + tallest / 2, label)
     drawn, w, h = _array(x + width_arrow + GAP / 2, after[0], *after[1])
     total_w, total_h = x + width_arrow + GAP / 2 + w + 4, TOP + max(tallest, h) + 6
-    if fit:
-        (sharding, shape) = after[1]
-        title = f"{after[0]}: {sharding.describe(shape, 'float32')}"
-        total_w = max(total_w, x + width_arrow + GAP / 2 + TITLE_CHAR * len(title) + 4)
+    sharding, shape = after[1]
+    title = f"{after[0]}: {sharding.describe(shape, 'float32')}"
+    total_w = max(total_w, x + width_arrow + GAP / 2 + TITLE_CHAR * len(title) + 4)
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h:.0f}" '
         f'viewBox="-2 0 {total_w + 2:.0f} {total_h:.0f}">{"".join(items + drawn)}</svg>'
     )
 
 
-def matmul_svg(
-    arrays: dict[str, tuple[Sharding, tuple]], collectives: str, fit_titles: bool = False
-) -> str:
+def matmul_svg(arrays: dict[str, tuple[Sharding, tuple]], collectives: str) -> str:
     """SVG of `arrays` = {"A": (sharding, shape), "B": ..., "C": ...} with `collectives` (a
-    summary line such as "1 all-reduce; 6.0 KiB per device on the wire") on the arrow to C;
-    `fit_titles`: widen the picture to C's title where it is wider than C."""
+    summary line such as "1 all-reduce; 6.0 KiB per device on the wire") on the arrow to C."""
     if list(arrays) != ["A", "B", "C"]:
         raise ValueError(f"arrays must be A, B and C in that order, got {list(arrays)}")
     before = {k: arrays[k] for k in "AB"}
-    return _picture(before, ("C", arrays["C"]), collectives, 240.0, fit_titles)
+    return _picture(before, ("C", arrays["C"]), collectives, 240.0)
 
 
 def reshard_svg(src: Sharding, dst: Sharding, shape, moves: str) -> str:
