@@ -152,13 +152,27 @@ def _ring_edges(rings):
     return rings.ravel(), np.roll(rings, -1, axis=1).ravel(), np.tile(np.arange(n), n_lines)
 
 
+def _rotated(base, rings_shape, piece, shift):
+    """Step k's first chunks, k = 0, 1, ...: base + ((p + shift - k) % n) * piece, p the ring
+    position of each sender. Rotations of one table: a slice per step, one add per step at most
+    (none when every sender has the same base, as in one ring through all chips)."""
+    n_lines, n = rings_shape
+    table = (np.arange(3 * n) % n) * piece  # [3n]: position q + n + shift - k -> offset
+    if n_lines == 1 and (base == base[0]).all():
+        table = table + base[0]
+        return lambda k: table[n + shift - k : 2 * n + shift - k]
+    lines = base.reshape(n_lines, n)
+    return lambda k: (lines + table[n + shift - k : 2 * n + shift - k]).ravel()
+
+
 def ring_reduce_scatter(rings, lo, length):
     """Reduce-scatter `length` chunks starting at lo[chip]; returns steps and each chip's share."""
     n = rings.shape[1]
     piece = length // n
     src, dst, p = _ring_edges(rings)
     base = lo[src]
-    steps = [(src, dst, base + ((p - k) % n) * piece, piece, True) for k in range(n - 1)]
+    chunks = _rotated(base, rings.shape, piece, 0)
+    steps = [(src, dst, chunks(k), piece, True) for k in range(n - 1)]
     new_lo = lo.copy()
     new_lo[src] = base + ((p + 1) % n) * piece
     return steps, new_lo, piece
@@ -168,6 +182,6 @@ def ring_all_gather(rings, lo_line, length):
     """The inverse of ring_reduce_scatter: chip at ring position p starts with piece p+1."""
     n = rings.shape[1]
     piece = length // n
-    src, dst, p = _ring_edges(rings)
-    base = lo_line[src]
-    return [(src, dst, base + ((p + 1 - k) % n) * piece, piece, False) for k in range(n - 1)]
+    src, dst, _ = _ring_edges(rings)
+    chunks = _rotated(lo_line[src], rings.shape, piece, 1)
+    return [(src, dst, chunks(k), piece, False) for k in range(n - 1)]
