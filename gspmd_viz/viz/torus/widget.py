@@ -66,7 +66,7 @@ def preset_chip(name: str) -> str | None:
     return PRESET_CHIPS.get(name) or (sim.chip_of(_TOPOLOGIES[name]) if name in TODAY else None)
 
 
-def _fitting(topo: sim.Topology, kind: str) -> list[str]:
+def runnable_within_cap(topo: sim.Topology, kind: str) -> list[str]:
     """The algorithms of `kind` sim runs on `topo` within its transfer cap (the ring's N^2
     transfers exceed it beyond 2,236 chips)."""
     cap = sim.registry.MAX_TRANSFERS
@@ -76,9 +76,9 @@ def _fitting(topo: sim.Topology, kind: str) -> list[str]:
 
 
 def runnable(topo: sim.Topology, kind: str) -> list[str]:
-    """``_fitting``, or every algorithm sim applies when none fits, so the cap's message says
-    why."""
-    return _fitting(topo, kind) or sim.applicable(topo, kind)
+    """``runnable_within_cap``, or every algorithm sim applies when none fits, so the cap's
+    message says why."""
+    return runnable_within_cap(topo, kind) or sim.applicable(topo, kind)
 
 
 def _transfers(recorded) -> int:
@@ -280,7 +280,7 @@ class TorusWidget(widgets.VBox):
                 f"all-to-all on {topo.n_chips} chips routes {topo.n_chips**2:,} "
                 f"transfers; the widget simulates it up to {A2A_MAX_CHIPS} chips"
             )
-        if topo.twisted and not _fitting(topo, self.kind.value):
+        if topo.twisted and not runnable_within_cap(topo, self.kind.value):
             raise ValueError(
                 f"{topo.n_chips:,} chips twisted: only the rings run on a twisted torus, and a "
                 f"ring through {topo.n_chips:,} chips has more transfers than sim schedules "
