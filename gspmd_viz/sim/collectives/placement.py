@@ -4,7 +4,9 @@
 pieces of physical dims it occupies: the last logical axis gets the contiguous (minor) chips of
 the last physical dim, the next one what is left of that dim and then the dim before, and so
 on. A collective over some axes runs on the sub-torus of their pieces: a piece spanning a whole
-wrapped dim keeps its wraparound; a piece smaller than its dim is a line without wraparound.
+wrapped dim keeps its wraparound, unless the dim is a twisted torus's short one (its wraparound
+lands k chips along the long dims, outside the line); a piece smaller than its dim is a line
+without wraparound.
 A strided piece (every k-th chip of a dim) is modelled as that line too: its parallel rings
 share each link once per direction, as a contiguous line does, but each ring edge really
 crosses k links, so we undercount its hop latency.
