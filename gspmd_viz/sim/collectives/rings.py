@@ -160,6 +160,7 @@ def _rotated(base, rings_shape, piece, shift):
     table = (np.arange(3 * n) % n) * piece  # [3n]: position q + n + shift - k -> offset
     if n_lines == 1 and (base == base[0]).all():
         table = table + base[0]
+        table.flags.writeable = False  # every step's chunks are a view of it
         return lambda k: table[n + shift - k : 2 * n + shift - k]
     lines = base.reshape(n_lines, n)
     return lambda k: (lines + table[n + shift - k : 2 * n + shift - k]).ravel()
