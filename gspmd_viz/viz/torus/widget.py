@@ -281,10 +281,12 @@ class TorusWidget(widgets.VBox):
                 f"transfers; the widget simulates it up to {A2A_MAX_CHIPS} chips"
             )
         if topo.twisted and not runnable_within_cap(topo, self.kind.value):
+            need = sim.ALGORITHMS[self.algorithm.value].transfers(topo.n_chips)
             raise ValueError(
                 f"{topo.n_chips:,} chips twisted: only the rings run on a twisted torus, and a "
-                f"ring through {topo.n_chips:,} chips has more transfers than sim schedules "
-                f"({sim.registry.MAX_TRANSFERS:,}); wraparound 'all dims' runs the torus algorithms"
+                f"ring through them needs about {need:,} transfers, more than the "
+                f"{sim.registry.MAX_TRANSFERS:,} sim schedules; wraparound 'all dims' runs the "
+                "torus algorithms"
             )
 
     def rebuild(self):
