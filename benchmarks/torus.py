@@ -8,8 +8,9 @@ algorithm within 1.1x for large payloads), (3) all-to-all against its bounds, (4
 today's pods: on the 32x32 pod the fastest algorithm ("auto") for 32 KiB, 1 MiB and 1 GiB against
 max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), each split into its steps'
 hops (sum of longest route x alpha) and bytes (sum of busiest link / beta), a 9,216-chip all-reduce
-simulated under 2 s, (5) every preset's figures with their sources, and (6) twisted tori against
-untwisted ones of the same shape: diameter, cut links, an all-to-all.
+simulated under 2 s, (5) every preset's figures with their sources, (6) twisted tori against
+untwisted ones of the same shape: diameter, cut links, an all-to-all, and (7) gv.sim.place's
+device order against the naive one on twisted and untwisted slices.
 """
 
 from __future__ import annotations
@@ -120,6 +121,32 @@ def twisted(nbytes=2**24):
                   f"{tl.lower_bound_s * 1e6:.1f} us)")  # fmt: skip
 
 
+PLACEMENTS = [({"x": 32, "y": 4}, "tpu-v4-4x4x8", "x"), ({"x": 64, "y": 4}, "tpu-v5p-4x8x8", "x"),
+              ({"x": 4, "y": 8, "z": 4}, "tpu-v4-4x4x8", "y"),
+              ({"a": 4, "b": 4, "c": 8}, "tpu-v4-4x4x8", "a"),
+              ({"data": 16, "model": 16}, "tpu-v4-4x8x8", "data"),
+              ({"x": 256, "y": 8}, "tpu-v4-8x16x16", "x")]  # fmt: skip
+
+
+def placements(nbytes=2**24):
+    print(f"\n7) gv.sim.place on twisted slices: all-reduce of {nbytes // 2**20} MiB/chip over one "
+          "mesh axis, every group at once;\n   time / longest ring edge / busiest link, naive and "
+          "place orders, untwisted and twisted")  # fmt: skip
+    for mesh, name, axis in PLACEMENTS:
+        cells = []
+        for topo in (sim.preset(name), sim.preset(f"{name}-twisted")):
+            for how in ("naive", "good"):
+                c = sim.place(mesh, topo, how).collective(axis, nbytes=nbytes)
+                mib = c.busiest_link_bytes / 2**20
+                cells.append(f"{c.time_s * 1e6:7.0f} us {c.max_hops:>2} hops {mib:5.1f} MiB")
+        print(f"   {name:<15}{str(mesh):<28}{axis:<5} plain:   naive {cells[0]}, place {cells[1]}")
+        print(f"   {'':<48}twisted: naive {cells[2]}, place {cells[3]}")
+    topo = sim.preset("tpu-v4-8x16x16-twisted")
+    t = wall(lambda: sim.simulate(topo, "all-reduce", 2**20, "bidirectional-ring"))
+    print(f"   bidirectional ring through all {topo.n_chips} chips of {topo.name}: simulated in "
+          f"{t * 1e3:.0f} ms")  # fmt: skip
+
+
 def _b(s):
     if s >= 2**30:
         return f"{s // 2**30} GiB"
@@ -132,4 +159,5 @@ if __name__ == "__main__":
     ratios()
     goals()
     twisted()
+    placements()
     print(f"\nwhole benchmark: {time.perf_counter() - t0:.1f} s")

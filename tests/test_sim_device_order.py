@@ -6,6 +6,8 @@ without wraparound, whose closing edge crosses every link of the line: 2(n-1) st
 2 x S/(2n) bytes per link and n - 1 hops.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -100,3 +102,89 @@ def test_ring_drawing_shows_the_long_closing_edge():
     with pytest.raises(ValueError, match="one line of chips"):
         v4 = sim.preset("tpu-v4-4x8x8")
         ring_svg({"place": sim.place({"data": 16, "model": 16}, v4)}, "model")
+
+
+# ----- twisted slices: rings on the real links ------------------------------------------------
+TWISTED_CASES = [
+    ({"x": 32, "y": 4}, "tpu-v4-4x4x8-twisted"),  # x: 4x4 planes at z, z + 4 joined by the twist
+    ({"x": 64, "y": 4}, "tpu-v5p-4x8x8-twisted"),  # the kx2kx2k twist moves d1 and d2 at once
+    ({"x": 4, "y": 8, "z": 4}, "tpu-v4-4x4x8-twisted"),  # y: d0 at z and z + 4, one 8-cycle
+    ({"a": 4, "b": 4, "c": 8}, "tpu-v4-4x4x8-twisted"),  # a, b: a short dim alone, no cycle
+    ({"data": 16, "model": 16}, "tpu-v4-4x8x8-twisted"),
+    ({"x": 8, "y": 16, "z": 8}, "tpu-v5p-8x8x16-twisted"),
+]
+
+
+def _edge_hops(order, axis):
+    groups = order.groups(axis)
+    return order.topo.distance(groups, np.roll(groups, -1, axis=1))  # [groups, n] shortest paths
+
+
+@pytest.mark.parametrize("mesh,name", TWISTED_CASES)
+def test_twisted_good_order_is_never_slower_than_naive(mesh, name):
+    topo = sim.preset(name)
+    good, naive = sim.place(mesh, topo), sim.place(mesh, topo, "naive")
+    assert sorted(good.order.ravel()) == list(range(topo.n_chips))
+    for axis in mesh:
+        for nbytes in (2**15, 2**24):
+            g, n = good.collective(axis, nbytes=nbytes), naive.collective(axis, nbytes=nbytes)
+            assert g.time_s <= n.time_s * (1 + 1e-12), (axis, nbytes)
+            assert g.max_hops <= n.max_hops
+
+
+@pytest.mark.parametrize("mesh,name", TWISTED_CASES)
+def test_twisted_rings_are_as_short_as_an_exhaustive_search_finds(mesh, name):
+    """Groups of up to 8 chips: no ring order through the group's chips has a shorter longest
+    edge (hops from the topology's own shortest paths), checked over all (n-1)! orders."""
+    topo = sim.preset(name)
+    good = sim.place(mesh, topo)
+    for axis in (a for a in mesh if mesh[a] <= 8):
+        row = good.groups(axis)[0]
+        rings = (np.array([row[0], *p]) for p in itertools.permutations(row[1:]))
+        best = min(topo.distance(r, np.roll(r, -1)).max() for r in rings)
+        assert _edge_hops(good, axis).max() == best, axis
+
+
+@pytest.mark.parametrize(
+    "mesh,name,axis",
+    [({"x": 32, "y": 4}, "tpu-v4-4x4x8", "x"), ({"x": 64, "y": 4}, "tpu-v5p-4x8x8", "x"),
+     ({"x": 4, "y": 8, "z": 4}, "tpu-v4-4x4x8", "y")],
+)  # fmt: skip
+def test_a_ring_closes_through_the_twist_at_the_ring_closed_form(mesh, name, axis):
+    """Twisted, the group's chips close a ring of neighbour hops through the twisted wraparound:
+    the simulated time is the ring closed form of n chips one hop apart. Untwisted, the same
+    group is two pieces k chips apart, so its longest edge is longer and it is slower."""
+    twisted, plain = sim.preset(f"{name}-twisted"), sim.preset(name)
+    n, s = mesh[axis], 2**20
+    good = sim.place(mesh, twisted)
+    assert (_edge_hops(good, axis) == 1).all()
+    ring = sim.torus((n,), wrap=True)
+    chip = sim.chip_of(twisted)
+    expected = sim.closed_form(ring, "all-reduce", s, "bidirectional-ring", chip=chip)
+    got = good.collective(axis, nbytes=s)
+    assert got.time_s == pytest.approx(expected)
+    untwisted = sim.place(mesh, plain).collective(axis, nbytes=s)
+    assert untwisted.max_hops > 1 and untwisted.time_s > got.time_s
+
+
+def test_neighbour_cycle_uses_only_real_links():
+    """Every edge of the cycle is a link the topology built (its link_dst table), every chip
+    once; a line of chips (a short twisted dim alone) has no cycle."""
+    from gspmd_viz.sim.collectives.rings import neighbour_cycle
+
+    topo = sim.preset("tpu-v5p-4x8x8-twisted")
+    chips = np.array([c for c in range(topo.n_chips) if topo.coords[c, 2] in (1, 5)])
+    cycle = chips[neighbour_cycle(topo, chips)]
+    assert sorted(cycle) == sorted(chips)
+    links = set(zip(np.repeat(np.arange(topo.n_chips), 2 * topo.ndim), topo.link_dst, strict=True))
+    assert all((int(a), int(b)) in links for a, b in zip(cycle, np.roll(cycle, -1), strict=True))
+    line = np.array([topo.index((a, 0, 0)) for a in range(4)])
+    assert neighbour_cycle(topo, line) is None
+
+
+def test_a_twisted_short_dim_is_no_ring_in_the_sub_torus():
+    """The short dims' wraparound lands k chips along: a group along one of them is a line."""
+    topo = sim.preset("tpu-v4-4x4x8-twisted")
+    where = sim.placement.place({"a": 4, "b": 4, "c": 8}, topo)
+    assert sim.placement.sub_torus(where, ["a"], topo).wrap == (False,)
+    assert sim.placement.sub_torus(where, ["c"], topo).wrap == (True,)

@@ -94,6 +94,28 @@ def test_3d_slices_are_labelled_and_laid_out_in_blocks():
     assert len({tuple(p) for p in fr.xy}) == 64
 
 
+@pytest.mark.parametrize(
+    "name,algorithm",
+    [("tpu-v4-4x4x4", "torus-3d"), ("tpu-v5p-4x4x8-twisted", "ring"), ("tpu-v5p-2x4x4", "ring")],
+)
+def test_3d_slice_labels_stand_clear_of_every_drawn_link(name, algorithm):
+    """Each "slice dim 2 = k" label is at least half a chip row away, up or down, from every
+    chip and every link piece drawn under it (the wraparound stubs leaving its block's top row
+    and the bottom row of the block above included)."""
+    from gspmd_viz.viz.torus.links import geometry
+
+    tl = sim.simulate(sim.preset(name), "all-reduce", 2**20, algorithm)
+    fr = torus.frames(tl)
+    gx, gy = geometry(fr)
+    x, y = np.r_[gx.ravel(), fr.xy[:, 0]], np.r_[gy.ravel(), fr.xy[:, 1]]  # everything drawn
+    labels = [a for a in torus.figure(fr, 0).layout.annotations if a.text.startswith("slice")]
+    assert len(labels) == tl.topo.shape[2]
+    half_width = (tl.topo.shape[1] - 1) / 2 + 0.5  # a block's columns and its stubs' reach
+    for label in labels:
+        under = np.abs(x - label.x) <= half_width
+        assert np.nanmin(np.abs(y[under] - label.y)) >= 0.5, label.text
+
+
 def test_low_loads_stand_out_on_white_and_the_figure_fits_1024_px():
     from gspmd_viz.viz.torus.frames import COLOURS
 

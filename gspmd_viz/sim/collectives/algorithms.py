@@ -105,9 +105,12 @@ def _merge(streams):
         if key not in pairs:  # a phase reuses its rings: share src/dst arrays across its steps
             pairs[key] = tuple(np.concatenate([p[i] for p in parts]) for i in range(2))
         src, dst = pairs[key]
+        flags = (tuple(sizes), tuple(int(p[3]) for p in parts), tuple(bool(p[4]) for p in parts))
+        if flags not in pairs:  # chunk counts and reduce flags repeat from step to step too
+            pairs[flags] = (np.repeat(np.array(flags[1], np.int64), sizes),
+                            np.repeat(np.array(flags[2], bool), sizes))  # fmt: skip
+        count, red = pairs[flags]
         chunk = np.concatenate([p[2] for p in parts])
-        count = np.repeat(np.array([p[3] for p in parts], np.int64), sizes)
-        red = np.repeat(np.array([p[4] for p in parts], bool), sizes)
         steps.append(Step(phase, src, dst, chunk, count, red, chunk))
     return steps
 

@@ -10,7 +10,11 @@ crosses depend on where those chips sit.
   inside them the order of ``ring_order`` on their sub-torus: consecutive mesh positions are
   physical neighbours, a line without wraparound is walked folded (0, 2, 4, ..., 5, 3, 1: each
   ring edge two hops, not one long edge back), and an axis spread over two physical dims (a 2-D
-  piece of a 3-D torus) snakes through them.
+  piece of a 3-D torus) snakes through them. Where that still leaves an edge longer than one
+  hop, the group's natural order (a strided piece closing through the wraparound) or a ring of
+  neighbours on the real links (``rings.neighbour_cycle``: on a twisted slice a short dim's
+  wraparound lands k chips along, so a group holding both landing columns closes a ring of
+  neighbours there) is taken, whichever has the shortest longest edge.
 
 ``DeviceOrder.collective(axis, ...)`` simulates every group of that axis at once on the slice's
 links (``simulate.time_steps``) and reports the time and the busiest link.
@@ -28,7 +32,7 @@ from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, ring_schedu
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.presets import chip_of
-from gspmd_viz.sim.collectives.rings import ring_order
+from gspmd_viz.sim.collectives.rings import neighbour_cycle, ring_order
 from gspmd_viz.sim.collectives.simulate import Timeline, run_schedule
 from gspmd_viz.sim.collectives.topology import Topology
 
@@ -107,10 +111,27 @@ def place(mesh: dict, topo: Topology, how: str = "good") -> DeviceOrder:
     coords = np.zeros((topo.n_chips, len(sizes)), np.int64)  # [chip, mesh axis]
     for i, axis in enumerate(mesh):
         chips = placement.group_chips(plc, [axis], topo)  # [groups, sub-torus C order]
-        ring = ring_order(placement.sub_torus(plc, [axis], topo))  # ring position -> sub index
+        ring = _axis_ring(topo, plc, axis, chips[0])  # ring position -> sub index
         position = np.empty_like(ring)
         position[ring] = np.arange(len(ring))
         coords[chips.ravel(), i] = np.tile(position, chips.shape[0])
     order = np.empty(sizes, np.int64)
     order[tuple(coords.T)] = np.arange(topo.n_chips)
     return DeviceOrder(dict(mesh), topo, order, how)
+
+
+def _axis_ring(topo: Topology, plc: placement.Placement, axis: str, row: np.ndarray) -> np.ndarray:
+    """Ring order (sub-torus indices) of one group `row` of `axis`, the one with the shortest
+    longest edge on the real links (then the fewest hops) among: ``ring_order`` of its
+    sub-torus, the group's natural order (it closes through a wraparound a strided piece
+    reaches) and, when neither is all neighbour hops, a ring of neighbours the search finds
+    (through a twisted wraparound, say). Every group is the same shape moved along the torus,
+    so its hops are row 0's."""
+    candidates = [ring_order(placement.sub_torus(plc, [axis], topo)), np.arange(len(row))]
+    hops = [topo.distance(row[r], np.roll(row[r], -1)) for r in candidates]
+    if min(h.max(initial=0) for h in hops) > 1:
+        cycle = neighbour_cycle(topo, row)
+        if cycle is not None:
+            return cycle
+    best = min(range(len(candidates)), key=lambda i: (hops[i].max(initial=0), hops[i].sum()))
+    return candidates[best]

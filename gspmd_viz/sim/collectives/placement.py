@@ -4,7 +4,9 @@
 pieces of physical dims it occupies: the last logical axis gets the contiguous (minor) chips of
 the last physical dim, the next one what is left of that dim and then the dim before, and so
 on. A collective over some axes runs on the sub-torus of their pieces: a piece spanning a whole
-wrapped dim keeps its wraparound; a piece smaller than its dim is a line without wraparound.
+wrapped dim keeps its wraparound, unless the dim is a twisted torus's short one (its wraparound
+lands k chips along the long dims, outside the line); a piece smaller than its dim is a line
+without wraparound.
 A strided piece (every k-th chip of a dim) is modelled as that line too: its parallel rings
 share each link once per direction, as a contiguous line does, but each ring edge really
 crosses k links, so we undercount its hop latency.
@@ -66,8 +68,13 @@ def sub_torus(placement: Placement, axes, topo: Topology) -> Topology:
     if not dims:
         return torus((1,), False)
     shape = [per_dim[d] for d in dims]
-    wrap = [per_dim[d] == topo.shape[d] and topo.wrap[d] for d in dims]
+    # a twisted dim's wraparound lands k chips along the long dims, outside a ring of this dim
+    wrap = [per_dim[d] == topo.shape[d] and topo.wrap[d] and not _twisted(topo, d) for d in dims]
     return torus(shape, wrap)
+
+
+def _twisted(topo: Topology, d: int) -> bool:
+    return topo.twisted and any(topo.twist[d])
 
 
 def pieces(placement: Placement) -> list[tuple[str, int, int, int]]:

@@ -177,9 +177,8 @@ def time_steps(sched: CollectiveSchedule, chunk_bytes: float, spec: Chip) -> lis
     records, t = [], 0.0
     routes = _RouteCache(sched.topo)
     for i, st in enumerate(sched.steps):
-        nb = st.count * chunk_bytes
         t_idx, where, _, links, max_hops = routes(st.src, st.dst)
-        load = np.bincount(where, weights=nb[t_idx], minlength=len(links))
+        nb, load = routes.loads(st, chunk_bytes)
         dt = load.max(initial=0.0) / beta + max_hops * alpha
         name = sched.phases[st.phase].name
         records.append(StepRecord(i, st.phase, name, st, nb, links, load, max_hops, t, dt))
@@ -190,21 +189,38 @@ def time_steps(sched: CollectiveSchedule, chunk_bytes: float, spec: Chip) -> lis
 class _RouteCache:
     """Steps of one phase share their src/dst arrays: route each distinct pair of arrays once.
 
-    Returns (transfer index per crossing, position of the crossed link in `links`, hops, links).
+    Returns (transfer index per crossing, position of the crossed link in `links`, transfers
+    crossing each link, links, most hops).
     """
 
     def __init__(self, topo):
-        self.topo, self.seen = topo, {}
+        self.topo, self.seen, self.loaded = topo, {}, {}  # routes; per-link loads of routes
 
     def __call__(self, src, dst):
         hit = self.seen.get((id(src), id(dst)))
         if hit is not None and hit[0] is src and hit[1] is dst:
             return hit[2]
         t_idx, l_idx, hops = self.topo.route(src, dst)
-        links, where = np.unique(l_idx, return_inverse=True)
-        routed = (t_idx, where, hops, links, int(hops.max(initial=0)))
+        links, where, crossings = np.unique(l_idx, return_inverse=True, return_counts=True)
+        routed = (t_idx, where, crossings.astype(float), links, int(hops.max(initial=0)))
         self.seen[(id(src), id(dst))] = (src, dst, routed)
         return routed
+
+    def loads(self, st, chunk_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes per transfer, bytes per link of `links`) of step `st`. When every transfer
+        carries the same bytes, both are shared read-only arrays: a ring's 2(N-1) steps of N
+        transfers then hold one copy, not 2(N-1)."""
+        t_idx, where, crossings, links, _ = self(st.src, st.dst)
+        count = st.count
+        if len(count) and count.min() == count.max():
+            nb = np.broadcast_to(count[0] * chunk_bytes, count.shape)
+            key = (id(st.src), id(st.dst), float(nb[0]))  # kept alive by self.seen
+            if key not in self.loaded:
+                self.loaded[key] = crossings * nb[0]
+                self.loaded[key].flags.writeable = False
+            return nb, self.loaded[key]
+        nb = count * chunk_bytes
+        return nb, np.bincount(where, weights=nb[t_idx], minlength=len(links))
 
 
 def phase_records(sched, records, chunk_bytes):

@@ -74,14 +74,20 @@ class Frames:
         return [b / (LEVELS - 1) * self.peak_bytes for b in range(LEVELS)]
 
 
+# empty rows between the link view's slice blocks: a block's wraparound stubs reach half a row
+# out of it, so its label sits in the middle row, clear of its own stubs and the block above's
+LABEL_ROW_GAP = 2
+
+
 def slice_grid(topo: sim.Topology) -> int:
     """Slices (dim 2) per row of the drawing: a near-square grid of slices."""
     return int(np.ceil(np.sqrt(topo.shape[2]))) if topo.ndim == 3 else 1
 
 
-def positions(topo: sim.Topology) -> np.ndarray:
+def positions(topo: sim.Topology, row_gap: int = 1) -> np.ndarray:
     """Integer (x, -row) of every chip: dim 0 runs down the page, dim 1 across; in 3-D the
-    slices dim 2 = k sit in a near-square grid of blocks, one empty row/column between them."""
+    slices dim 2 = k sit in a near-square grid of blocks, one empty column and `row_gap` empty
+    rows between them."""
     c = topo.coords
     if topo.ndim == 1:
         return np.stack([c[:, 0], np.zeros(len(c))], 1).astype(float)
@@ -89,7 +95,7 @@ def positions(topo: sim.Topology) -> np.ndarray:
     if topo.ndim == 3:
         g = slice_grid(topo)
         x += (c[:, 2] % g) * (topo.shape[1] + 1)
-        row += (c[:, 2] // g) * (topo.shape[0] + 1)
+        row += (c[:, 2] // g) * (topo.shape[0] + row_gap)
     return np.stack([x, -row], 1).astype(float)
 
 
@@ -165,4 +171,5 @@ def frames(tl: sim.Timeline) -> Frames:
     src, dim = links // (2 * topo.ndim), (links // 2) % topo.ndim
     gap = topo.coords[topo.link_dst[links], dim] - topo.coords[src, dim]
     wrap = np.abs(gap) > 1
-    return Frames(tl, positions(topo), links, slot, _Rows(held), label, float(peak), wrap)
+    xy = positions(topo, row_gap=LABEL_ROW_GAP)
+    return Frames(tl, xy, links, slot, _Rows(held), label, float(peak), wrap)

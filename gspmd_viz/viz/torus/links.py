@@ -12,7 +12,14 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from gspmd_viz.units import format_bytes, format_time
-from gspmd_viz.viz.torus.frames import BUSIEST, COLOURS, LEVELS, Frames, twist_note
+from gspmd_viz.viz.torus.frames import (
+    BUSIEST,
+    COLOURS,
+    LABEL_ROW_GAP,
+    LEVELS,
+    Frames,
+    twist_note,
+)
 
 LINK_VIEW_CHIPS = 256  # 16x16: ~120 kB of figure JSON; bigger tori use the aggregated view
 WIDTHS = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]
@@ -169,7 +176,8 @@ def slice_labels(fr: Frames) -> list[dict]:
     for k in range(topo.shape[2]):
         block = xy[topo.coords[:, 2] == k]
         label = f"slice dim 2 = {k} (dim 1 →)"
-        notes.append(_note(block[:, 0].mean(), block[:, 1].max() + 0.6, label))
+        # midway between this block's top row and the bottom row of the block above
+        notes.append(_note(block[:, 0].mean(), block[:, 1].max() + (LABEL_ROW_GAP + 1) / 2, label))
     low = xy[:, 1].min() - 0.8
     ticks = "dim-2 links are the short ticks: ↗ to slice k+1, ↙ to slice k-1"
     notes.append(_note(xy[:, 0].mean(), low, ticks))

@@ -33,9 +33,10 @@ PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4
 # today's pods: sub-slices that show the wraparound rules, then every whole pod sim names (their
 # chip follows from the name: sim.chip_of)
 SUB_SLICES = ("tpu-v5e-8x16", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8")
-# every twisted v4/v5p slice sim names up to 1,024 chips (a bidirectional ring on the next one,
-# 8x16x16, takes over 300 ms to simulate)
-TWISTED_SLICES = tuple(sim.presets.twisted_slices(max_chips=1024))
+# every twisted v4/v5p slice sim names. Only the rings (and the all-to-all, up to 256 chips) run
+# on a twisted torus; a ring through 3,456 chips (12x12x24) has more transfers than sim schedules,
+# so that slice shows sim's reason instead of a figure.
+TWISTED_SLICES = tuple(sim.presets.twisted_slices())
 TODAY = (*SUB_SLICES, *TWISTED_SLICES, *sim.presets.NAMED)
 PRESETS = (*sim.PRESETS, *TODAY)
 _TOPOLOGIES = {name: sim.preset(name) for name in PRESETS}  # built once: coords and links cached
@@ -65,15 +66,19 @@ def preset_chip(name: str) -> str | None:
     return PRESET_CHIPS.get(name) or (sim.chip_of(_TOPOLOGIES[name]) if name in TODAY else None)
 
 
-def runnable(topo: sim.Topology, kind: str) -> list[str]:
+def runnable_within_cap(topo: sim.Topology, kind: str) -> list[str]:
     """The algorithms of `kind` sim runs on `topo` within its transfer cap (the ring's N^2
-    transfers exceed it beyond 2,236 chips); all of them when none fits, so the cap's
-    message says why."""
-    names = sim.applicable(topo, kind)
-    fits = [
-        n for n in names if sim.ALGORITHMS[n].transfers(topo.n_chips) <= sim.registry.MAX_TRANSFERS
+    transfers exceed it beyond 2,236 chips)."""
+    cap = sim.registry.MAX_TRANSFERS
+    return [
+        n for n in sim.applicable(topo, kind) if sim.ALGORITHMS[n].transfers(topo.n_chips) <= cap
     ]
-    return fits or names
+
+
+def runnable(topo: sim.Topology, kind: str) -> list[str]:
+    """``runnable_within_cap``, or every algorithm sim applies when none fits, so the cap's
+    message says why."""
+    return runnable_within_cap(topo, kind) or sim.applicable(topo, kind)
 
 
 def _transfers(recorded) -> int:
@@ -274,6 +279,14 @@ class TorusWidget(widgets.VBox):
             raise ValueError(
                 f"all-to-all on {topo.n_chips} chips routes {topo.n_chips**2:,} "
                 f"transfers; the widget simulates it up to {A2A_MAX_CHIPS} chips"
+            )
+        if topo.twisted and not runnable_within_cap(topo, self.kind.value):
+            need = sim.ALGORITHMS[self.algorithm.value].transfers(topo.n_chips)
+            raise ValueError(
+                f"{topo.n_chips:,} chips twisted: only the rings run on a twisted torus, and a "
+                f"ring through them needs about {need:,} transfers, more than the "
+                f"{sim.registry.MAX_TRANSFERS:,} sim schedules; wraparound 'all dims' runs the "
+                "torus algorithms"
             )
 
     def rebuild(self):
