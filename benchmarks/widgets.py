@@ -87,17 +87,6 @@ def _preset_row(view, preset, repeats=3) -> dict:
             "simulate": _simulate_ms(view, preset, slow)}  # fmt: skip
 
 
-def _refused_row(view, preset):
-    """A preset on which sim runs no algorithm: the ms of the switch to its one-line reason."""
-    w = view.TorusWidget(preset="2x4")
-    sent = _Sent(w)
-    ms = sent.time(w.preset, preset)
-    chips = view.sim.preset(preset).n_chips
-    said = "its reason, one line" if w.message.value else "NO MESSAGE"
-    print(f"  {preset:<24}{chips:>6}{ms:>8.0f}  sim runs no algorithm here: {said}")
-    w.close()
-
-
 def _twisted_controls(view, preset) -> dict:
     """ms of the controls a twisted slice adds or changes, on a fresh widget: the wraparound
     untwisted and back, the all-to-all (or its inline refusal) and back (going back redraws a
@@ -137,9 +126,6 @@ def torus():
           f"{'payload':>9}{'step':>7}{'bad text':>9}{'sent':>9}")  # fmt: skip
     worst = {"ms": 0.0, "kB": 0.0}
     for preset in [p for p in view.PRESETS if p != "2x4"]:
-        if not view.runnable_within_cap(view.sim.preset(preset), "all-reduce"):
-            _refused_row(view, preset)
-            continue
         r = _preset_row(view, preset)
         algo = f"{r['algorithm']:.0f} ({r['slowest']})"
         errors = " ".join(r["errors"])

@@ -26,6 +26,7 @@ TOPOLOGIES = [
     sim.torus((6,)),
     sim.torus((4, 4, 4)),
     sim.torus((2, 3, 4), wrap=(True, False, True)),
+    sim.topology.twisted_torus((4, 4, 8)),
 ]
 
 
@@ -38,7 +39,8 @@ def _applicable(topo, kind):
 
 
 def _ids(topo):
-    return "x".join(map(str, topo.shape)) + ("-" + "".join("tf"[not w] for w in topo.wrap))
+    wraps = "twisted" if topo.twisted else "".join("tf"[not w] for w in topo.wrap)
+    return "x".join(map(str, topo.shape)) + "-" + wraps
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES, ids=_ids)
@@ -48,7 +50,9 @@ def test_all_reduce_leaves_full_sum_everywhere(topo):
         bits = execute.contributions(sched)
         assert bits.all(), f"{name}: some chip misses some contribution"
         names.append(name)
-    assert {"ring", "bidirectional-ring", "naive"} <= set(names)
+    assert names == sim.applicable(topo, "all-reduce")
+    assert {"ring", "bidirectional-ring"} <= set(names)
+    assert topo.twisted or "naive" in names  # naive's closed form assumes untwisted routes
 
 
 @pytest.mark.parametrize("topo", TOPOLOGIES[:6], ids=_ids)
@@ -91,6 +95,26 @@ def test_torus_steps_are_neighbour_hops(topo):
             hops = topo.distance(step.src, step.dst)
             limit = 1 if all(topo.wrap) else 2
             assert hops.max() <= limit
+
+
+def test_phased_rings_on_a_twisted_torus_walk_its_short_dims_as_lines():
+    """A twisted short dim's wraparound lands k chips along the long dim, on another line: its
+    rings are walked folded (2-hop edges inside the line), the long dim's keep their wraparound
+    (1 hop), and the closed form prices exactly that (checked against the step-by-step run)."""
+    topo = sim.topology.twisted_torus((4, 4, 8))
+    plain_lines = sim.torus((4, 4, 8), wrap=(False, False, True))  # the same rings, no twist
+    assert topo.line_wrap == plain_lines.wrap
+    for name in ("torus-3d", "torus-3d-halves", "torus-3d-thirds"):
+        for step in sim.schedule(topo, "all-reduce", name).steps:
+            moved = topo.coords[step.dst] != topo.coords[step.src]  # [transfers, dims]
+            assert (moved.sum(1) == 1).all()  # each transfer stays in one line of one dim
+            hops = topo.distance(step.src, step.dst)
+            assert (hops <= 1 + moved[:, :2].any(1)).all()  # short dims folded: 2 hops at most
+            assert (hops == plain_lines.distance(step.src, step.dst)).all()
+        s = 3 * 2 * 128 * 4  # every chunk count the three algorithms need divides it
+        tl = sim.simulate(topo, "all-reduce", s, name)
+        assert tl.time_s == pytest.approx(sim.closed_form(topo, "all-reduce", s, name))
+        assert tl.time_s == pytest.approx(sim.simulate(plain_lines, "all-reduce", s, name).time_s)
 
 
 @given(

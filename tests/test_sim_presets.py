@@ -139,12 +139,14 @@ def test_twisted_all_to_all_beats_untwisted_and_respects_its_bound():
 
 def test_rings_on_a_twisted_torus_match_their_closed_form():
     topo = sim.preset("tpu-v5p-4x8x8-twisted")
-    assert sim.applicable(topo, "all-reduce") == ["ring", "bidirectional-ring"]
-    for name in ("ring", "bidirectional-ring"):
+    rings = ["ring", "bidirectional-ring"]
+    phased = ["torus-3d", "torus-3d-halves", "torus-3d-thirds"]
+    assert sim.applicable(topo, "all-reduce") == rings + phased  # test_sim_algorithms checks phased
+    for name in rings:
         tl = sim.simulate(topo, "all-reduce", 2**20, name)
         assert tl.time_s == pytest.approx(sim.closed_form(topo, "all-reduce", 2**20, name))
     with pytest.raises(ValueError, match="assume untwisted wraparound"):
-        sim.simulate(topo, "all-reduce", 2**20, "torus-3d")
+        sim.simulate(topo, "all-reduce", 2**20, "swing")
 
 
 def test_twisted_slices_lists_the_twistable_shapes_cloud_names():

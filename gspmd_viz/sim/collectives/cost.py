@@ -95,7 +95,7 @@ def phased_time(topo, kind, s, beta, alpha, orders):
             if seg is None:
                 continue
             d, _, per = seg
-            per_link, hop = _line_factor(topo.shape[d], topo.wrap[d])
+            per_link, hop = _line_factor(topo.shape[d], topo.line_wrap[d])
             load[d] = load.get(d, 0.0) + per_link * per
             hops = max(hops, hop)
         total += (b - a) * (max(load.values()) / beta + hops * alpha)

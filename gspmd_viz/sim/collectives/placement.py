@@ -68,13 +68,8 @@ def sub_torus(placement: Placement, axes, topo: Topology) -> Topology:
     if not dims:
         return torus((1,), False)
     shape = [per_dim[d] for d in dims]
-    # a twisted dim's wraparound lands k chips along the long dims, outside a ring of this dim
-    wrap = [per_dim[d] == topo.shape[d] and topo.wrap[d] and not _twisted(topo, d) for d in dims]
+    wrap = [per_dim[d] == topo.shape[d] and topo.line_wrap[d] for d in dims]
     return torus(shape, wrap)
-
-
-def _twisted(topo: Topology, d: int) -> bool:
-    return topo.twisted and any(topo.twist[d])
 
 
 def pieces(placement: Placement) -> list[tuple[str, int, int, int]]:

@@ -48,10 +48,11 @@ class Algorithm:
 
 
 def _phased(name, orders, kinds, description):
+    """Rings along one dim at a time: a twisted dim's line is walked folded (rings.dim_rings)."""
     rank = len(orders[0])
     return Algorithm(name, kinds, (rank,), partial(build.phased, orders=orders),
                      partial(cost.phased_time, orders=orders), lambda n: 64 * n,
-                     description)  # fmt: skip
+                     description, twisted_ok=True)  # fmt: skip
 
 
 def _ring(name, bidirectional, description):

@@ -1,9 +1,9 @@
 """Rings embedded in a torus, and ring reduce-scatter / all-gather over many rings at once.
 
 Rings inside one torus dim follow the dim's links: a wrapped dim is its own ring; a dim without
-wraparound is walked as a folded ring 0, 2, 4, ..., 5, 3, 1 so that every step uses each directed
-link once (edges are two hops long). One ring through all chips is a cycle of neighbour hops
-whenever some dim has even size.
+wraparound (or a twisted one, whose wraparound lands on another line) is walked as a folded ring
+0, 2, 4, ..., 5, 3, 1 so that every step uses each directed link once (edges are two hops long).
+One ring through all chips is a cycle of neighbour hops whenever some dim has even size.
 
 A ring step is a tuple (src, dst, first chunk, chunk count, reduce?) of arrays, one entry per ring
 edge: position p sends to position p + 1.
@@ -29,7 +29,7 @@ def dim_rings(topo: Topology, d: int, sign: int) -> np.ndarray:
     n = topo.shape[d]
     ids = np.arange(topo.n_chips).reshape(topo.shape)
     lines = np.moveaxis(ids, d, -1).reshape(-1, n)
-    order = line_order(n, topo.wrap[d])
+    order = line_order(n, topo.line_wrap[d])
     return lines[:, order if sign > 0 else order[::-1]]
 
 

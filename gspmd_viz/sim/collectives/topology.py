@@ -39,6 +39,12 @@ class Topology:
     def twisted(self) -> bool:
         return any(any(t) for t in self.twist)
 
+    @property
+    def line_wrap(self) -> tuple[bool, ...]:
+        """Per dim: does its wraparound close each line of the dim into a ring? Not on a twisted
+        dim: its wraparound lands k chips along the long dims, on another line."""
+        return tuple(w and not any(self._twist_of(d)) for d, w in enumerate(self.wrap))
+
     # ----- sizes and coordinates -------------------------------------------------------------
     @property
     def ndim(self) -> int:

@@ -33,9 +33,7 @@ PRESET_CHIPS = {"tpu-v3-pod": "tpu-v3", "tpu-v3-multipod": "tpu-v3", "tpu-v4-4x4
 # today's pods: sub-slices that show the wraparound rules, then every whole pod sim names (their
 # chip follows from the name: sim.chip_of)
 SUB_SLICES = ("tpu-v5e-8x16", "tpu-v5p-2x4x4", "tpu-v5p-4x4x8")
-# every twisted v4/v5p slice sim names. Only the rings (and the all-to-all, up to 256 chips) run
-# on a twisted torus; a ring through 3,456 chips (12x12x24) has more transfers than sim schedules,
-# so that slice shows sim's reason instead of a figure.
+# every twisted v4/v5p slice sim names
 TWISTED_SLICES = tuple(sim.presets.twisted_slices())
 TODAY = (*SUB_SLICES, *TWISTED_SLICES, *sim.presets.NAMED)
 PRESETS = (*sim.PRESETS, *TODAY)
@@ -66,19 +64,15 @@ def preset_chip(name: str) -> str | None:
     return PRESET_CHIPS.get(name) or (sim.chip_of(_TOPOLOGIES[name]) if name in TODAY else None)
 
 
-def runnable_within_cap(topo: sim.Topology, kind: str) -> list[str]:
-    """The algorithms of `kind` sim runs on `topo` within its transfer cap (the ring's N^2
-    transfers exceed it beyond 2,236 chips)."""
-    cap = sim.registry.MAX_TRANSFERS
-    return [
-        n for n in sim.applicable(topo, kind) if sim.ALGORITHMS[n].transfers(topo.n_chips) <= cap
-    ]
-
-
 def runnable(topo: sim.Topology, kind: str) -> list[str]:
-    """``runnable_within_cap``, or every algorithm sim applies when none fits, so the cap's
+    """The algorithms of `kind` sim runs on `topo` within its transfer cap (the ring's N^2
+    transfers exceed it beyond 2,236 chips); all of them when none fits, so the cap's
     message says why."""
-    return runnable_within_cap(topo, kind) or sim.applicable(topo, kind)
+    names = sim.applicable(topo, kind)
+    fits = [
+        n for n in names if sim.ALGORITHMS[n].transfers(topo.n_chips) <= sim.registry.MAX_TRANSFERS
+    ]
+    return fits or names
 
 
 def _transfers(recorded) -> int:
@@ -279,14 +273,6 @@ class TorusWidget(widgets.VBox):
             raise ValueError(
                 f"all-to-all on {topo.n_chips} chips routes {topo.n_chips**2:,} "
                 f"transfers; the widget simulates it up to {A2A_MAX_CHIPS} chips"
-            )
-        if topo.twisted and not runnable_within_cap(topo, self.kind.value):
-            need = sim.ALGORITHMS[self.algorithm.value].transfers(topo.n_chips)
-            raise ValueError(
-                f"{topo.n_chips:,} chips twisted: only the rings run on a twisted torus, and a "
-                f"ring through them needs about {need:,} transfers, more than the "
-                f"{sim.registry.MAX_TRANSFERS:,} sim schedules; wraparound 'all dims' runs the "
-                "torus algorithms"
             )
 
     def rebuild(self):
