@@ -5,7 +5,9 @@ layouts; layer 2 of a decoder is costed as layer 1 was). The references are the 
 without the memo (choose_split.choose on every equation of every pass) and the memo without
 twins (each equation's choices kept for itself alone): the plan kept, its per-device program,
 notes, costs and gather-or-reduce records must be the same, on the zoo, the training steps,
-the keras-hub models and random programs (tests/fuzz_programs.py)."""
+the keras-hub models and random programs (tests/fuzz_programs.py). Likewise the follow plan
+is the greedy plan's program when the greedy pass made every choice the follow pass would
+(whole_plan.follow_plan): its reference is the follow pass run."""
 
 import pytest
 from fuzz_programs import programs
@@ -28,6 +30,7 @@ def _unremembered(self, eqn, splits):
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
+    (partitioner.Partitioner, "replays_follow", lambda self: False),  # the follow pass runs
 )
 
 
@@ -97,3 +100,43 @@ def test_a_layer_takes_most_choices_from_the_layer_before(monkeypatch):
     monkeypatch.setattr(partitioner, "choose", lambda *a: calls.append(1) or real(*a))
     partitioner.Partitioner(prop, chip, spread=True).run()
     assert len(calls) < len(prop.program.equations) / 2
+
+
+def _follow_pair(prop):
+    """(the greedy pass, its plan's text without records, the follow pass's text), one memo."""
+    memo, chip = partitioner.PassMemo(), chip_cost("tpu-v3")
+    greedy = partitioner.Partitioner(prop, chip, memo=memo)
+    plan = greedy.run()
+    plan.choices = ()  # the follow pass records none: compared without them
+    follow = partitioner.Partitioner(prop, chip, follow=True, memo=memo).run()
+    return greedy, _text(plan), _text(follow)
+
+
+def test_a_greedy_pass_that_replays_the_follow_pass_made_its_program():
+    """Where the greedy pass made every choice the follow pass would, the follow pass makes
+    the same per-device program and notes (so whole_plan.follow_plan reuses it); on the zoo
+    and the keras-hub models, some of which replay and some of which do not."""
+    props = [gv.propagate(gv.trace(ex.fn, *ex.args)) for ex in map(examples.get, examples.ZOO)]
+    props += [gv.propagate(gv.trace(f, *args)) for f, args in map(build, MODELS)]
+    replayed = 0
+    for prop in props:
+        greedy, ours, theirs = _follow_pair(prop)
+        if greedy.replays_follow():
+            replayed += 1
+            assert ours == theirs
+    assert 0 < replayed < len(props)
+
+
+def test_no_follow_pass_runs_where_the_greedy_pass_made_its_choices(monkeypatch):
+    """Not vacuous: the keras-hub llama's greedy pass takes XLA's split everywhere, so
+    gv.partition runs no follow pass; llama_kh's does not, so it runs one."""
+    follows = []
+    real = partitioner.Partitioner.run
+    monkeypatch.setattr(
+        partitioner.Partitioner, "run", lambda self: follows.append(self.follow) or real(self)
+    )
+    for name, runs in (("llama", 0), ("llama_kh", 1)):
+        f, args = build(name)
+        follows.clear()
+        gv.partition(gv.propagate(gv.trace(f, *args)))
+        assert follows.count(True) == runs, name

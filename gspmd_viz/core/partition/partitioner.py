@@ -107,6 +107,7 @@ class Partitioner:
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
         self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
+        self.taken = []  # (equation, rule index, split, its gather notes) of each choice made
 
     def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
         if isinstance(unit, Loop | Cond):
@@ -245,7 +246,20 @@ class Partitioner:
             q, fa = self.choice(eqn, splits)
         self.departed |= q is not q0 or fa != settled
         self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
+        self.taken.append((eqn, splits.index(q), fa, self.gather_notes(eqn, q, fa)))
         return q, fa
+
+    def replays_follow(self) -> bool:
+        """Would the follow pass make every choice this pass made? Then it would make the same
+        program (a pass is its choices, made in order on the state the earlier ones left) and
+        the same notes (a windowed op's split is made afresh in each pass, so its notes on
+        gathered dims are compared as the follow pass would write them)."""
+        for eqn, k, fa, notes in self.taken:
+            q0 = self.splits(eqn)[0]
+            q0.sanitize(q0.settled)  # as chosen() does first
+            if k or result_driven(q0, self.prop) != fa or self.gather_notes(eqn, q0, fa) != notes:
+                return False
+        return True
 
     def choice(self, eqn: Equation, splits: list[EquationSplit]) -> tuple[EquationSplit, dict]:
         """choose_split.choose's answer, remembered in the memo with the versions it read:
@@ -332,13 +346,17 @@ class Partitioner:
                 f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
                 "(its operands are all-gathered first)"
             )
-        kept = q.operand_sharding(fa, 0) if eqn.inputs else None
-        for dim, why in q.gathered.items():
-            if kept is None or kept.dim_axes(dim):
-                continue  # split after all, over fewer axes
-            note = f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
-            if note not in self.notes:
-                self.notes.append(note)
+        self.notes += [note for note in self.gather_notes(eqn, q, fa) if note not in self.notes]
+
+    @staticmethod
+    def gather_notes(eqn: Equation, q: EquationSplit, fa: FactorAxes) -> list[str]:
+        """Why each dim a halo exchange would split stays gathered (none outside windowed ops)."""
+        kept = q.operand_sharding(fa, 0) if eqn.inputs and q.gathered else None
+        return [
+            f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
+            for dim, why in q.gathered.items()
+            if kept is not None and not kept.dim_axes(dim)  # else split, over fewer axes
+        ]
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
         v, out = q.eqn.inputs[i], []
