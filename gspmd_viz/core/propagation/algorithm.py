@@ -330,7 +330,7 @@ class Propagator:
         )
 
     def sharding(self, v: Value) -> Sharding:
-        return Sharding(self.mesh, self.spec[v])
+        return Sharding.of_axes(self.mesh, self.spec[v])  # specs here are canonical
 
     # --- the passes -----------------------------------------------------------------------
     def run(self) -> None:
