@@ -24,13 +24,14 @@ SLOW = HealthCheck.too_slow
 
 
 def _unremembered(self, eqn, splits):
-    return choose(splits, self)[:2]
+    return choose(splits, self)
 
 
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
     (partitioner.Partitioner, "replays_follow", lambda self: False),  # the follow pass runs
+    (partitioner.Partitioner, "resume", lambda self, start: 0),  # the greedy pass from the start
 )
 
 
@@ -133,10 +134,29 @@ def test_no_follow_pass_runs_where_the_greedy_pass_made_its_choices(monkeypatch)
     follows = []
     real = partitioner.Partitioner.run
     monkeypatch.setattr(
-        partitioner.Partitioner, "run", lambda self: follows.append(self.follow) or real(self)
+        partitioner.Partitioner,
+        "run",
+        lambda self, *a: follows.append(self.follow) or real(self, *a),
     )
     for name, runs in (("llama", 0), ("llama_kh", 1)):
         f, args = build(name)
         follows.clear()
         gv.partition(gv.propagate(gv.trace(f, *args)))
         assert follows.count(True) == runs, name
+
+
+@pytest.mark.parametrize(
+    ("program", "resumed_at"),
+    [("mlp", "end"), ("transformer_block", "middle"), ("mlp_fori", "start")],
+)
+def test_the_greedy_pass_goes_on_where_the_spread_pass_first_shared(program, resumed_at):
+    """Not vacuous: the spread pass keeps its state from before its first choice that only
+    sharing idle axes made (its `fork`; at its end where it made none, the whole of it), and
+    the greedy pass goes on from there; none where that choice is in a loop's body."""
+    ex = examples.get(program)
+    prop, chip = gv.propagate(gv.trace(ex.fn, *ex.args)), chip_cost("tpu-v3")
+    spreader = partitioner.Partitioner(prop, chip, spread=True)
+    spreader.run()
+    units = len(spreader.live())
+    at = spreader.fork.unit if spreader.fork else None
+    assert {"end": at == units, "middle": at and 0 < at < units, "start": at is None}[resumed_at]

@@ -63,7 +63,9 @@ def best_plan(prop, chip=None, share_idle: bool = True):
         spreader = Partitioner(prop, chip, spread=True, memo=memo)
         spread = with_cost(spreader.run(), chip)
     greedy = made_by = Partitioner(prop, chip, memo=memo)
-    chosen = follow = with_cost(greedy.run(), chip)
+    start = (spreader.fork or None) if share_idle else None  # where the spread pass's
+    # choices stop being the greedy pass's: the greedy pass goes on from there
+    chosen = follow = with_cost(greedy.run(start), chip)
     if greedy.departed:
         follow = follow_plan(greedy, chosen, memo)
         chosen = preferred(chosen, follow)
