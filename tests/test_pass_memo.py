@@ -7,7 +7,9 @@ twins (each equation's choices kept for itself alone): the plan kept, its per-de
 notes, costs and gather-or-reduce records must be the same, on the zoo, the training steps,
 the keras-hub models and random programs (tests/fuzz_programs.py). Likewise the follow plan
 is the greedy plan's program when the greedy pass made every choice the follow pass would
-(whole_plan.follow_plan): its reference is the follow pass run."""
+(whole_plan.follow_plan): its reference is the follow pass run; the greedy pass that goes on
+from the spread pass's state is checked against one run from the start, and the chooser that
+passes over splits whose rank_head loses against min() over every split's key."""
 
 import pytest
 from fuzz_programs import programs
@@ -15,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from library_models import MODELS, build
 
 import gspmd_viz as gv
+from gspmd_viz.core.choice import choose_split
 from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.partition import partitioner, twins
 from gspmd_viz.partition_on_chip import chip_cost
@@ -27,11 +30,16 @@ def _unremembered(self, eqn, splits):
     return choose(splits, self)
 
 
+def _every_key(found, key, head, prune):
+    return min(found, key=lambda candidate: key(candidate, None))
+
+
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
     (partitioner.Partitioner, "replays_follow", lambda self: False),  # the follow pass runs
     (partitioner.Partitioner, "resume", lambda self, start: 0),  # the greedy pass from the start
+    (choose_split, "_lowest", _every_key),  # every candidate's key worked out
 )
 
 
