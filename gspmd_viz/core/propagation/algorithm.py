@@ -229,20 +229,21 @@ class Propagator:
             if f in mine:  # around the axes the tensor's other factors hold (or just took)
                 held[f] = _prefix_free(axes, _held_by_others(held, f))
                 fa[f] = (held[f], (src,))
-        new, factors, sources = [], [], []
+        new, factors, sources, opened = [], [], [], self.open_dims(t.value)
         for d, fs in enumerate(t.factors):
             axes = []
             for f in fs:
                 got, src = fa.get(f, ((), ()))
-                if len(fs) > 1 and rule.factors[f].size % self._shards(got):
+                shards = self._shards(got)
+                if len(fs) > 1 and rule.factors[f].size % shards:
                     break  # a compound dim splits evenly or not at all (as split.sanitize)
                 axes += got
                 if got and axes[: len(cur[d])] == list(cur[d]) and len(axes) > len(cur[d]):
                     factors.append(rule.factors[f].name)
                     sources += [s for s in src if s.value is not t.value]
-                if self._shards(got) != rule.factors[f].size:
+                if shards != rule.factors[f].size:
                     break  # a minor factor only counts once the major one is whole
-            ok = tuple(axes[: len(cur[d])]) == cur[d] and d in self.open_dims(t.value)
+            ok = tuple(axes[: len(cur[d])]) == cur[d] and d in opened
             new.append(cur[d] + (_prefix_free(axes[len(cur[d]) :], used) if ok else ()))
             used |= set(new[-1])
         return tuple(new), factors, sources
