@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from library_models import MODELS, build
 
 import gspmd_viz as gv
-from gspmd_viz.core.choice import choose_split
+from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.partition import partitioner, twins
 from gspmd_viz.partition_on_chip import chip_cost
@@ -26,8 +26,8 @@ from gspmd_viz.zoo import examples, training
 SLOW = HealthCheck.too_slow
 
 
-def _unremembered(self, eqn, splits):
-    return choose(splits, self)
+def _unremembered(self, eqn, splits, plans=(), ranked=None):
+    return choose(splits, self, plans, ranked)
 
 
 def _every_key(found, key, head, prune):
@@ -168,3 +168,27 @@ def test_the_greedy_pass_goes_on_where_the_spread_pass_first_shared(program, res
     units = len(spreader.live())
     at = spreader.fork.unit if spreader.fork else None
     assert {"end": at == units, "middle": at and 0 < at < units, "start": at is None}[resumed_at]
+
+
+def test_gather_or_reduce_choices_come_from_the_memo_too(monkeypatch):
+    """Not vacuous: in llama_kh (whose projections weigh gathering a weight against reducing
+    the partial product) the chooser is asked with both plans fewer times than equations
+    weigh them: a pass, or a layer, holding the operands as they arrived before takes the
+    choice and its ranks from the memo."""
+    weighed, asked = [], []
+    real_conflicts, real_choose = gather_or_reduce.conflicts, partitioner.choose
+
+    def conflicts(q, costs):
+        found = real_conflicts(q, costs)
+        weighed.extend(found[:1])
+        return found
+
+    def choose(splits, costs, also=(), ranked=None):
+        asked.extend([1] if also else [])
+        return real_choose(splits, costs, also, ranked)
+
+    monkeypatch.setattr(gather_or_reduce, "conflicts", conflicts)
+    monkeypatch.setattr(partitioner, "choose", choose)
+    f, args = build("llama_kh")
+    gv.partition(gv.propagate(gv.trace(f, *args)))
+    assert 0 < len(asked) < len(weighed)  # 9 of 16 when written; all 16 without the memo

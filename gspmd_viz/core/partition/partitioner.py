@@ -49,7 +49,8 @@ class PassMemo:
         self.wanted_by: dict[Value, list[Sharding]] = {}
         self.asked: dict[tuple[Value, Sharding], float] = {}
         self.splits: dict[Equation, list[EquationSplit]] = {}
-        self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split, shared)
+        self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split,
+        # shared, the ranks choose filled in or None)
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
@@ -256,10 +257,8 @@ class Partitioner:
         plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
         if self.follow:
             q, fa, shared = q0, result_driven(q0, self.prop), False
-        elif conflicts:  # chosen afresh, not from the memo: the record needs every plan's rank
-            q, fa, shared = choose(splits, self, plans, ranked)
-        else:
-            q, fa, shared = self.choice(eqn, splits)
+        else:  # where both plans are weighed, the record needs every plan's rank too
+            q, fa, shared = self.choice(eqn, splits, plans, ranked if conflicts else None)
         if shared and self.fork is None:  # the first choice only sharing idle axes made
             self.fork = self.snapshot(eqn)
         self.departed |= q is not q0 or fa != settled
@@ -301,29 +300,36 @@ class Partitioner:
                 return False
         return True
 
-    def choice(self, eqn: Equation, splits: list[EquationSplit]) -> tuple:
+    def choice(self, eqn: Equation, splits: list, plans=(), ranked=None) -> tuple:
         """choose_split.choose's answer (split, factor axes, whether only sharing idle axes
-        made it), remembered in the memo with the versions it read: a pass holding those
-        values in the same layouts gets the same answer (a pass whose idle axes share work
-        answers for one whose do not, unless sharing made its winner). Outside loops only (in
-        a loop, a version's buffer decides: control_flow.runs_once), and not for windowed ops
-        (what they cost reads the instructions made: `exchanged`)."""
+        made it; `plans` and `ranked` as choose takes them), remembered in the memo with the
+        versions it read and the ranks it filled in: a pass holding those values in the same
+        layouts gets the same answer (a pass whose idle axes share work answers for one whose
+        do not, unless sharing made its winner). The versions read include the operands as
+        they arrive, which decide the gather-or-reduce plans. Outside loops only (in a loop, a
+        version's buffer decides: control_flow.runs_once), and not for windowed ops (what they
+        cost reads the instructions made: `exchanged`)."""
         if self.trips > 1 or entry_for(eqn).halo:
-            return choose(splits, self)
+            return choose(splits, self, plans, ranked)
         values, keys = twins.roles(self, eqn), (eqn, twins.signature(self, eqn))
         for key in keys:
-            for reads, spread, k, fa, shared in self.memo.choices.get(key, ()):
+            for reads, spread, k, fa, shared, ranks in self.memo.choices.get(key, ()):
                 answers = spread == self.spread or (spread and not shared)
-                if answers and all(
-                    self.versions.layouts(_at(values, r)) == held for r, held in reads
+                if (
+                    answers
+                    and (ranked is None or ranks is not None)
+                    and all(self.versions.layouts(_at(values, r)) == held for r, held in reads)
                 ):
+                    if ranked is not None:
+                        ranked.update(ranks)
                     return splits[k], dict(fa), shared
         self.versions.reads = set()
-        q, fa, shared = choose(splits, self)
+        q, fa, shared = choose(splits, self, plans, ranked)
         read, self.versions.reads = tuple(self.versions.reads), None
         places = twins.placed(values, read)  # a read value without a place: this equation's
         reads = tuple(zip(places or read, map(self.versions.layouts, read), strict=True))
-        remembered = (reads, self.spread, splits.index(q), dict(fa), shared)
+        ranks = None if ranked is None else dict(ranked)
+        remembered = (reads, self.spread, splits.index(q), dict(fa), shared, ranks)
         self.memo.choices.setdefault(keys[places is not None], []).append(remembered)
         return q, fa, shared
 
