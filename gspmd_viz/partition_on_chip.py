@@ -8,13 +8,12 @@ bidirectional ring over the mesh axis; all-to-all limited by the ring's bisectio
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 
 from gspmd_viz import sim
 from gspmd_viz.core.cost.split_cost import ChipCost
 from gspmd_viz.core.partition import whole_plan
+from gspmd_viz.core.propagation.algorithm import collector_paused
 
 __all__ = ["chip_cost", "partition"]
 
@@ -42,21 +41,5 @@ def partition(prop, chip="tpu-v3", share_idle: bool = True):
     idle share the work (the result gathered or moved after), and keep it when whole_plan.shared
     finds it no costlier and, unless it saves FLOPs, no slower (spmd.notes says so); False:
     idle devices repeat the work, as in XLA's plans."""
-    with _collector_paused():
+    with collector_paused():
         return whole_plan.best_plan(prop, chip_cost(chip), share_idle)
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector paused while the passes run (left off if it was
-    off). They make hundreds of thousands of short-lived objects that reference counting
-    frees, and the collector, run by allocation counts, scanned the young ones ~50 times per
-    2-layer decoder and walked the whole heap (jax's included) once or twice per 8-layer one:
-    20-40% of that partition's time. What the passes leave is collected as usual after."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()

@@ -5,7 +5,11 @@ layouts; layer 2 of a decoder is costed as layer 1 was). The references are the 
 without the memo (choose_split.choose on every equation of every pass) and the memo without
 twins (each equation's choices kept for itself alone): the plan kept, its per-device program,
 notes, costs and gather-or-reduce records must be the same, on the zoo, the training steps,
-the keras-hub models and random programs (tests/fuzz_programs.py)."""
+the keras-hub models and random programs (tests/fuzz_programs.py). Likewise the follow plan
+is the greedy plan's program when the greedy pass made every choice the follow pass would
+(whole_plan.follow_plan): its reference is the follow pass run; the greedy pass that goes on
+from the spread pass's state is checked against one run from the start, and the chooser that
+passes over splits whose rank_head loses against min() over every split's key."""
 
 import pytest
 from fuzz_programs import programs
@@ -13,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from library_models import MODELS, build
 
 import gspmd_viz as gv
+from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.partition import partitioner, twins
 from gspmd_viz.partition_on_chip import chip_cost
@@ -21,13 +26,20 @@ from gspmd_viz.zoo import examples, training
 SLOW = HealthCheck.too_slow
 
 
-def _unremembered(self, eqn, splits):
-    return choose(splits, self)[:2]
+def _unremembered(self, eqn, splits, plans=(), ranked=None):
+    return choose(splits, self, plans, ranked)
+
+
+def _every_key(found, key, head, prune):
+    return min(found, key=lambda candidate: key(candidate, None))
 
 
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
+    (partitioner.Partitioner, "replays_follow", lambda self: False),  # the follow pass runs
+    (partitioner.Partitioner, "resume", lambda self, start: 0),  # the greedy pass from the start
+    (choose_split, "_lowest", _every_key),  # every candidate's key worked out
 )
 
 
@@ -97,3 +109,86 @@ def test_a_layer_takes_most_choices_from_the_layer_before(monkeypatch):
     monkeypatch.setattr(partitioner, "choose", lambda *a: calls.append(1) or real(*a))
     partitioner.Partitioner(prop, chip, spread=True).run()
     assert len(calls) < len(prop.program.equations) / 2
+
+
+def _follow_pair(prop):
+    """(the greedy pass, its plan's text without records, the follow pass's text), one memo."""
+    memo, chip = partitioner.PassMemo(), chip_cost("tpu-v3")
+    greedy = partitioner.Partitioner(prop, chip, memo=memo)
+    plan = greedy.run()
+    plan.choices = ()  # the follow pass records none: compared without them
+    follow = partitioner.Partitioner(prop, chip, follow=True, memo=memo).run()
+    return greedy, _text(plan), _text(follow)
+
+
+def test_a_greedy_pass_that_replays_the_follow_pass_made_its_program():
+    """Where the greedy pass made every choice the follow pass would, the follow pass makes
+    the same per-device program and notes (so whole_plan.follow_plan reuses it); on the zoo
+    and the keras-hub models, some of which replay and some of which do not."""
+    props = [gv.propagate(gv.trace(ex.fn, *ex.args)) for ex in map(examples.get, examples.ZOO)]
+    props += [gv.propagate(gv.trace(f, *args)) for f, args in map(build, MODELS)]
+    replayed = 0
+    for prop in props:
+        greedy, ours, theirs = _follow_pair(prop)
+        if greedy.replays_follow():
+            replayed += 1
+            assert ours == theirs
+    assert 0 < replayed < len(props)
+
+
+def test_no_follow_pass_runs_where_the_greedy_pass_made_its_choices(monkeypatch):
+    """Not vacuous: the keras-hub llama's greedy pass takes XLA's split everywhere, so
+    gv.partition runs no follow pass; llama_kh's does not, so it runs one."""
+    follows = []
+    real = partitioner.Partitioner.run
+    monkeypatch.setattr(
+        partitioner.Partitioner,
+        "run",
+        lambda self, *a: follows.append(self.follow) or real(self, *a),
+    )
+    for name, runs in (("llama", 0), ("llama_kh", 1)):
+        f, args = build(name)
+        follows.clear()
+        gv.partition(gv.propagate(gv.trace(f, *args)))
+        assert follows.count(True) == runs, name
+
+
+@pytest.mark.parametrize(
+    ("program", "resumed_at"),
+    [("mlp", "end"), ("transformer_block", "middle"), ("mlp_fori", "start")],
+)
+def test_the_greedy_pass_goes_on_where_the_spread_pass_first_shared(program, resumed_at):
+    """Not vacuous: the spread pass keeps its state from before its first choice that only
+    sharing idle axes made (its `fork`; at its end where it made none, the whole of it), and
+    the greedy pass goes on from there; none where that choice is in a loop's body."""
+    ex = examples.get(program)
+    prop, chip = gv.propagate(gv.trace(ex.fn, *ex.args)), chip_cost("tpu-v3")
+    spreader = partitioner.Partitioner(prop, chip, spread=True)
+    spreader.run()
+    units = len(spreader.live())
+    at = spreader.fork.unit if spreader.fork else None
+    assert {"end": at == units, "middle": at and 0 < at < units, "start": at is None}[resumed_at]
+
+
+def test_gather_or_reduce_choices_come_from_the_memo_too(monkeypatch):
+    """Not vacuous: in llama_kh (whose projections weigh gathering a weight against reducing
+    the partial product) the chooser is asked with both plans fewer times than equations
+    weigh them: a pass, or a layer, holding the operands as they arrived before takes the
+    choice and its ranks from the memo."""
+    weighed, asked = [], []
+    real_conflicts, real_choose = gather_or_reduce.conflicts, partitioner.choose
+
+    def conflicts(q, costs):
+        found = real_conflicts(q, costs)
+        weighed.extend(found[:1])
+        return found
+
+    def choose(splits, costs, also=(), ranked=None):
+        asked.extend([1] if also else [])
+        return real_choose(splits, costs, also, ranked)
+
+    monkeypatch.setattr(gather_or_reduce, "conflicts", conflicts)
+    monkeypatch.setattr(partitioner, "choose", choose)
+    f, args = build("llama_kh")
+    gv.partition(gv.propagate(gv.trace(f, *args)))
+    assert 0 < len(asked) < len(weighed)  # 9 of 16 when written; all 16 without the memo

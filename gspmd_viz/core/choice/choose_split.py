@@ -21,6 +21,7 @@ from gspmd_viz.core.cost.split_cost import (
     merged,
     promised_by_any,
     rank,
+    rank_head,
     sliced_after,
     spread,
     twice,
@@ -379,12 +380,29 @@ def choose(
         found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
     found += [(q0, fa, False) for fa in also if not any(q is q0 and fa == g for q, g, _ in found)]
 
-    def key(qfs) -> tuple:
+    def key(qfs, head) -> tuple:
         q, fa, _ = qfs
         wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs)  # costed above
-        ranks = rank(q, fa, costs, wire, promise)
+        ranks = rank(q, fa, costs, wire, promise, head)
         if ranked is not None and q is q0:
             ranked[frozen(fa)] = ranks
         return (*ranks, q.covers(fa))
 
-    return min(found, key=key)
+    return _lowest(found, key, lambda q, fa: rank_head(q, fa, costs, promise), ranked is None)
+
+
+def _lowest(found: list, key, head, prune: bool):
+    """min(found, key=key), but a candidate whose rank_head is above the lowest key's first
+    entries so far is passed over without working out its key (its wire bytes): it cannot be
+    the lowest. Not where every key is recorded (`prune` False), nor for a split with halos
+    (costing one notes which halos would not pay: EquationSplit.gathered)."""
+    best, lowest = None, None
+    for item in found:
+        q, fa, _ = item
+        first = head(q, fa)
+        if prune and lowest is not None and not q.halo and first[0] > lowest[:2]:
+            continue
+        k = key(item, first)
+        if lowest is None or k < lowest:
+            best, lowest = item, k
+    return best

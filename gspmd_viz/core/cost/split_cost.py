@@ -252,11 +252,21 @@ def spread(q, candidates: list[dict]) -> list[dict]:
     return out
 
 
-def rank(q, fa, costs, wire_bytes: float, promise: set[str]) -> tuple:
+def rank(q, fa, costs, wire_bytes: float, promise: set[str], head=None) -> tuple:
     """The key split.EquationSplit.choose minimizes (see the module text); `costs.chip` is a
-    ChipCost or None; `promise`: the axes the operands promise (promised_by_any)."""
-    chip, work, held = costs.chip, flops(q, fa), local_bytes(q, fa)
-    done_twice = twice(q, fa, costs, promise) * idle_on_padding(q, fa)
+    ChipCost or None; `promise`: the axes the operands promise (promised_by_any); `head`:
+    rank_head's answer for the same split, if worked out already."""
+    chip, work = costs.chip, flops(q, fa)
+    (over, done_twice), held = head or rank_head(q, fa, costs, promise)
     if chip is None:
         return (False, done_twice, wire_bytes, work, held)
-    return (held > chip.hbm_bytes, done_twice, wire_bytes, work / chip.peak_flops, held)
+    return (over, done_twice, wire_bytes, work / chip.peak_flops, held)
+
+
+def rank_head(q, fa, costs, promise: set[str]) -> tuple[tuple[bool, float], int]:
+    """(rank's first two entries: held bytes over the chip's memory, devices per piece of
+    work; the bytes held). They need no wire bytes: a split whose head is above another's
+    ranks below it however few bytes it moves, so choose_split need not work those out."""
+    held = local_bytes(q, fa)
+    over = costs.chip is not None and held > costs.chip.hbm_bytes
+    return (over, twice(q, fa, costs, promise) * idle_on_padding(q, fa)), held

@@ -49,7 +49,8 @@ class PassMemo:
         self.wanted_by: dict[Value, list[Sharding]] = {}
         self.asked: dict[tuple[Value, Sharding], float] = {}
         self.splits: dict[Equation, list[EquationSplit]] = {}
-        self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split, shared)
+        self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split,
+        # shared, the ranks choose filled in or None)
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
@@ -83,6 +84,21 @@ class Versions(dict):
         return tuple((s.spec, s.unreduced) for s, _ in super().__getitem__(v))
 
 
+@dataclasses.dataclass
+class Snapshot:
+    """A pass's state before top-level unit `unit`: what resume() takes over."""
+
+    unit: int
+    versions: dict
+    instructions: list
+    notes: list
+    count: dict  # Partitioner.fresh's numbering
+    held: float
+    departed: bool
+    choices: list
+    taken: list
+
+
 class Partitioner:
     """One pass. `follow`: XLA's split everywhere (choice/follow_xla.py); `spread`: idle mesh axes
     share an equation's work (split_cost.spread); `every_trip`: loop constants' reshards priced
@@ -107,6 +123,8 @@ class Partitioner:
         self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
         self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
+        self.taken = []  # (equation, rule index, split, its gather notes) of each choice made
+        self.unit, self.fork = (0, None), None  # the top-level unit partitioned; see snapshot
 
     def _equations_of(self, unit) -> list[Equation]:  # a loop or branch: its body
         if isinstance(unit, Loop | Cond):
@@ -238,39 +256,82 @@ class Partitioner:
         conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
         plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
         if self.follow:
-            q, fa = q0, result_driven(q0, self.prop)
-        elif conflicts:  # chosen afresh, not from the memo: the record needs every plan's rank
-            q, fa = choose(splits, self, plans, ranked)[:2]
-        else:
-            q, fa = self.choice(eqn, splits)
+            q, fa, shared = q0, result_driven(q0, self.prop), False
+        else:  # where both plans are weighed, the record needs every plan's rank too
+            q, fa, shared = self.choice(eqn, splits, plans, ranked if conflicts else None)
+        if shared and self.fork is None:  # the first choice only sharing idle axes made
+            self.fork = self.snapshot(eqn)
         self.departed |= q is not q0 or fa != settled
         self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
+        self.taken.append((eqn, splits.index(q), fa, self.gather_notes(eqn, q, fa)))
         return q, fa
 
-    def choice(self, eqn: Equation, splits: list[EquationSplit]) -> tuple[EquationSplit, dict]:
-        """choose_split.choose's answer, remembered in the memo with the versions it read:
-        a pass holding those values in the same layouts gets the same answer (a pass whose
-        idle axes share work answers for one whose do not, unless sharing made its winner).
-        Outside loops only (in a loop, a version's buffer decides: control_flow.runs_once),
-        and not for windowed ops (what they cost reads the instructions made: `exchanged`)."""
+    def snapshot(self, eqn: Equation):
+        """The pass's state just before eqn's first choice only sharing idle axes made (a
+        spread pass's): up to it, a pass without sharing makes the same choices (the memo's
+        rule), so it may resume there (whole_plan). False where eqn is not a top-level unit
+        partitioned from its start (a loop's body, a roll's slices)."""
+        k, unit = self.unit
+        return unit is eqn and eqn not in self.rotations and self._state(k)
+
+    def _state(self, unit: int) -> Snapshot:
+        versions = {v: list(held) for v, held in dict.items(self.versions)}
+        copies = (list(self.instructions), list(self.notes), dict(self._count))
+        mine = (self.departed, list(self.choices), list(self.taken))
+        return Snapshot(unit, versions, *copies, self.held, *mine)
+
+    def resume(self, start: Snapshot) -> int:
+        """Take over `start` (consumed: its lists become this pass's); the unit to go on at."""
+        self.versions = Versions(start.versions)
+        self.instructions, self.notes, self._count = start.instructions, start.notes, start.count
+        self.held, self.departed = start.held, start.departed
+        self.choices, self.taken = start.choices, start.taken
+        return start.unit
+
+    def replays_follow(self) -> bool:
+        """Would the follow pass make every choice this pass made? Then it would make the same
+        program (a pass is its choices, made in order on the state the earlier ones left) and
+        the same notes (a windowed op's split is made afresh in each pass, so its notes on
+        gathered dims are compared as the follow pass would write them)."""
+        for eqn, k, fa, notes in self.taken:
+            q0 = self.splits(eqn)[0]
+            q0.sanitize(q0.settled)  # as chosen() does first
+            if k or result_driven(q0, self.prop) != fa or self.gather_notes(eqn, q0, fa) != notes:
+                return False
+        return True
+
+    def choice(self, eqn: Equation, splits: list, plans=(), ranked=None) -> tuple:
+        """choose_split.choose's answer (split, factor axes, whether only sharing idle axes
+        made it; `plans` and `ranked` as choose takes them), remembered in the memo with the
+        versions it read and the ranks it filled in: a pass holding those values in the same
+        layouts gets the same answer (a pass whose idle axes share work answers for one whose
+        do not, unless sharing made its winner). The versions read include the operands as
+        they arrive, which decide the gather-or-reduce plans. Outside loops only (in a loop, a
+        version's buffer decides: control_flow.runs_once), and not for windowed ops (what they
+        cost reads the instructions made: `exchanged`)."""
         if self.trips > 1 or entry_for(eqn).halo:
-            return choose(splits, self)[:2]
+            return choose(splits, self, plans, ranked)
         values, keys = twins.roles(self, eqn), (eqn, twins.signature(self, eqn))
         for key in keys:
-            for reads, spread, k, fa, shared in self.memo.choices.get(key, ()):
+            for reads, spread, k, fa, shared, ranks in self.memo.choices.get(key, ()):
                 answers = spread == self.spread or (spread and not shared)
-                if answers and all(
-                    self.versions.layouts(_at(values, r)) == held for r, held in reads
+                if (
+                    answers
+                    and (ranked is None or ranks is not None)
+                    and all(self.versions.layouts(_at(values, r)) == held for r, held in reads)
                 ):
-                    return splits[k], dict(fa)
+                    if ranked is not None:
+                        ranked.update(ranks)
+                    return splits[k], dict(fa), shared
         self.versions.reads = set()
-        q, fa, shared = choose(splits, self)
+        q, fa, shared = choose(splits, self, plans, ranked)
         read, self.versions.reads = tuple(self.versions.reads), None
         places = twins.placed(values, read)  # a read value without a place: this equation's
         reads = tuple(zip(places or read, map(self.versions.layouts, read), strict=True))
-        remembered = (reads, self.spread, splits.index(q), dict(fa), shared)
+        ranks = None if ranked is None else dict(ranked)
+        remembered = (reads, self.spread, splits.index(q), dict(fa), shared, ranks)
         self.memo.choices.setdefault(keys[places is not None], []).append(remembered)
-        return q, fa
+        return q, fa, shared
 
     def split_equation(self, eqn: Equation) -> None:
         """Choose the equation's split, reshard its operands, run it locally."""
@@ -332,13 +393,17 @@ class Partitioner:
                 f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
                 "(its operands are all-gathered first)"
             )
-        kept = q.operand_sharding(fa, 0) if eqn.inputs else None
-        for dim, why in q.gathered.items():
-            if kept is None or kept.dim_axes(dim):
-                continue  # split after all, over fewer axes
-            note = f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
-            if note not in self.notes:
-                self.notes.append(note)
+        self.notes += [note for note in self.gather_notes(eqn, q, fa) if note not in self.notes]
+
+    @staticmethod
+    def gather_notes(eqn: Equation, q: EquationSplit, fa: FactorAxes) -> list[str]:
+        """Why each dim a halo exchange would split stays gathered (none outside windowed ops)."""
+        kept = q.operand_sharding(fa, 0) if eqn.inputs and q.gathered else None
+        return [
+            f"eqn {eqn.index} {eqn.primitive}: dim {dim} is gathered, not split: {why}"
+            for dim, why in q.gathered.items()
+            if kept is not None and not kept.dim_axes(dim)  # else split, over fewer axes
+        ]
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
         v, out = q.eqn.inputs[i], []
@@ -428,8 +493,15 @@ class Partitioner:
             v = const
         return self.fetch(v, target, consumer)
 
-    def run(self):
-        self.partition_units(self.live())
+    def run(self, start: Snapshot | None = None):
+        """The pass over the live units (from where `start`, another pass's snapshot, left
+        off), then the outputs fetched in their propagated shardings: the SPMDProgram."""
+        units, first = self.live(), self.resume(start) if start else 0
+        for k in range(first, len(units)):
+            self.unit = (k, units[k])
+            self.partition_units([units[k]])
+        if self.spread and self.fork is None:  # no choice only sharing made: all is shared
+            self.fork = self._state(len(units))
         outputs = [
             self.fetch(v, self.prop.sharding(v), None) if isinstance(v, Value) else v
             for v in self.program.outputs

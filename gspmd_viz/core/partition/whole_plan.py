@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from gspmd_viz.core.cost.plan_cost import with_cost
 from gspmd_viz.core.partition.partitioner import Partitioner, PassMemo
+from gspmd_viz.core.spmd.run import SPMDProgram
 from gspmd_viz.units import format_bytes, format_time
 
-__all__ = ["held_less", "no_heavier_and_slower", "best_plan", "preferred", "shared"]
+__all__ = ["held_less", "follow_plan", "no_heavier_and_slower", "best_plan", "preferred", "shared"]
 
 CLOSE = 0.05  # the time model is no finer: a follow plan may be this much slower on the chip,
 # and a plan that leaves it (or shares idle work) for the same bytes must save more FLOPs
@@ -62,9 +63,11 @@ def best_plan(prop, chip=None, share_idle: bool = True):
         spreader = Partitioner(prop, chip, spread=True, memo=memo)
         spread = with_cost(spreader.run(), chip)
     greedy = made_by = Partitioner(prop, chip, memo=memo)
-    chosen = follow = with_cost(greedy.run(), chip)
+    start = (spreader.fork or None) if share_idle else None  # where the spread pass's
+    # choices stop being the greedy pass's: the greedy pass goes on from there
+    chosen = follow = with_cost(greedy.run(start), chip)
     if greedy.departed:
-        follow = with_cost(Partitioner(prop, chip, follow=True, memo=memo).run(), chip)
+        follow = follow_plan(greedy, chosen, memo)
         chosen = preferred(chosen, follow)
     if share_idle:
         chosen = shared(chosen, spread, follow)
@@ -73,6 +76,20 @@ def best_plan(prop, chip=None, share_idle: bool = True):
         every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True, memo=memo)
         chosen = held_less(chosen, with_cost(every_trip.run(), chip))
     return no_heavier_and_slower(chosen, follow)
+
+
+def follow_plan(greedy: Partitioner, greedy_plan, memo: PassMemo):
+    """The plan that takes propagation's split everywhere (XLA's), costed. Where the greedy
+    pass made every choice the follow pass would (Partitioner.replays_follow), it is the
+    greedy plan's program again, without its gather-or-reduce records (a follow pass weighs
+    no plans): its instructions, outputs, notes and cost."""
+    if greedy.replays_follow():
+        plan = greedy_plan
+        again = SPMDProgram(plan.prop, plan.instructions, plan.outputs, plan.notes)
+        again.cost = plan.cost
+        return again
+    follow = Partitioner(greedy.prop, greedy.chip, follow=True, memo=memo)
+    return with_cost(follow.run(), greedy.chip)
 
 
 def held_less(kept, every_trip):
