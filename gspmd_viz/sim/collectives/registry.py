@@ -62,7 +62,8 @@ def _ring(name, bidirectional, description):
 
 
 def _halving_transfers(n):
-    return 3 * n * max(n.bit_length(), 1)
+    """swing- and pull-halving on a 2-D torus: 4 parts x (log2 N + 4 steps) x N chips."""
+    return 4 * n * (n.bit_length() + 3)
 
 
 _ENTRIES = [
