@@ -7,10 +7,11 @@ algorithm's simulated time over its bandwidth lower bound on the 32x32 TPU-v3 po
 algorithm within 1.1x for large payloads), (3) all-to-all against its bounds, (4) the goals of
 today's pods: on the 32x32 pod the fastest algorithm ("auto") for 32 KiB, 1 MiB and 1 GiB against
 max(bandwidth bound, diameter x hop latency) (goals: 1.5x, 1.5x, 1.1x), each split into its steps'
-hops (sum of longest route x alpha) and bytes (sum of busiest link / beta), a 9,216-chip all-reduce
-simulated under 2 s, (5) every preset's figures with their sources, (6) twisted tori against
-untwisted ones of the same shape: diameter, cut links, an all-to-all, and (7) gv.sim.place's
-device order against the naive one on twisted and untwisted slices.
+hops (sum of longest route x alpha) and bytes (sum of busiest link / beta), with auto's
+runner-up, a 9,216-chip all-reduce simulated under 2 s, (5) every preset's figures with their
+sources, (6) twisted tori against untwisted ones of the same shape: diameter, cut links, an
+all-to-all, and (7) gv.sim.place's device order against the naive one on twisted and untwisted
+slices.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def goals():
         print(f"   {_b(s):>7}: {tl.algorithm:<16} {tl.time_s * 1e6:9.1f} us = {ratio:.2f}x "
               f"(goal {goal}x: {'met' if ratio <= goal else 'NOT met'}); hops {hops * 1e6:.1f} us "
               f"({hops / bound:.2f}x alone) + bytes {nbytes * 1e6:.1f} us")  # fmt: skip
+        print(f"            {tl.why}")
     big = sim.preset("tpu7x-9216")
     t = wall(lambda: sim.simulate(big, "all-reduce", 2**30, "torus-3d", pad=True), repeats=1)
     print(f"   {big.describe()}: torus-3d all-reduce of 1 GiB simulated in {t:.2f} s (goal < 2 s)")

@@ -214,6 +214,8 @@ def test_the_registry_lists_each_algorithm_once_with_what_it_serves():
             assert kind in entry.kinds and entry.description == sim.describe(name)
             for rank in entry.ranks:
                 topo = sim.torus((2, 4, 2)[:rank])  # powers of two: logarithmic ones run too
+                if entry.why_not(topo):  # pull-halving needs a dim of 32 or more
+                    topo = sim.torus((32, 4, 2)[:rank])
                 assert sim.schedule(topo, kind, name).kind == kind
     for rank, default in [(1, "bidirectional-ring"), (2, "torus-2d"), (3, "torus-3d")]:
         topo = sim.torus((4,) * rank)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import gspmd_viz.sim as sim
 from gspmd_viz.sim import execute
 
-LOGARITHMIC = ("recursive-doubling", "rabenseifner", "swing", "swing-halving")
+LOGARITHMIC = ("recursive-doubling", "rabenseifner", "swing", "swing-halving", "pull-halving")
 TOPOLOGIES = [
     sim.torus((2,)),
     sim.torus((8,)),
@@ -98,34 +98,29 @@ def test_swing_halving_classes_halve_and_ranges_are_contiguous():
     """The chips a chip still meets form classes that halve at every step, and the block order
     makes every class one range: each halving send is one transfer of the peer's class."""
     from gspmd_viz.sim.collectives import swing_halving as sh
+    from gspmd_viz.sim.collectives.logarithmic import signed_peers
 
     topo = sim.torus((8, 16))
     for order, mirror in [([1, 0], False), ([0, 1], True)]:
         steps = sh.part_steps(topo, order, mirror)
-        assert [s for _, s, _ in steps[: sh.halving_steps(steps)]] == [0, 0, 1, 1]
-        labels = sh.classes(topo, [sh._swing_peers(topo, d, s, m) for d, s, m in steps])
+        assert [rho for _, rho, _ in steps[: sh.halving_steps(steps)]] == [1, 1, -1, -1]
+        labels = sh.classes(topo, [signed_peers(topo, d, rho, m) for d, rho, m in steps])
         assert [len(set(lab)) for lab in labels] == [2**k for k in range(len(steps) + 1)]
     sched = sim.schedule(topo, "all-reduce", "swing-halving")
     assert all(len(step) == 4 * topo.n_chips for step in sched.steps)  # one transfer per part
-
-
-def test_swing_halving_wins_at_one_mebibyte_on_the_pod():
-    pod = sim.preset("tpu-v3-pod")
-    name, why = sim.choose(pod, "all-reduce", 2**20, "tpu-v3")
-    assert name == "swing-halving" and "next torus-2d-halves" in why
 
 
 def test_small_messages_prefer_logarithmic_and_large_prefer_rings():
     pod = sim.preset("tpu-v3-pod")
     small, why_small = sim.choose(pod, "all-reduce", 2**15, "tpu-v3")
     large, why_large = sim.choose(pod, "all-reduce", 2**30, "tpu-v3")
-    assert small == "swing" and large == "torus-2d-halves"
+    assert small == "pull-halving" and large == "torus-2d-halves"
     assert "latency-bound" in why_small and "bandwidth-bound" in why_large
     for nbytes, name in [(2**15, small), (2**30, large)]:
         times = {n: sim.closed_form(pod, "all-reduce", nbytes, n) for n in sim.applicable(pod)}
         assert min(times, key=times.get) == name
     tl = sim.simulate(pod, "all-reduce", 2**15, algorithm="auto")
-    assert tl.algorithm == "swing" and "auto: swing" in tl.summary()
+    assert tl.algorithm == "pull-halving" and "auto: pull-halving" in tl.summary()
 
 
 def test_errors_name_the_problem():

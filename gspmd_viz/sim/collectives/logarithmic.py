@@ -72,9 +72,11 @@ def _xor_peers(topo, d, b):
     return _peers(topo, d, np.where((topo.coords[:, d] >> b) & 1, -(1 << b), 1 << b))
 
 
-def _swing_peers(topo, d, s, mirror=False):
-    """Swing's peers in dim d at step s; `mirror`: the reflected pattern (evens subtract)."""
-    rho = -swing_rho(s) if mirror else swing_rho(s)
+def signed_peers(topo, d, rho, mirror=False):
+    """Peers in dim d: an even coordinate adds rho, an odd one subtracts it (mirror: the reverse).
+
+    For odd rho the peers pair up (Swing); for even rho every chip sends one way along its line."""
+    rho = -rho if mirror else rho
     even = topo.coords[:, d] % 2 == 0
     return _peers(topo, d, np.where(even, rho, -rho))
 
@@ -104,7 +106,8 @@ def _parts(topo):
 
 
 def _swing_steps(topo, order, mirror):
-    return [(d, s, mirror) for d in order for s in range(topo.shape[d].bit_length() - 1)]
+    """(dim, signed distance, mirror) of a part's steps: every Swing step of each dim in turn."""
+    return [(d, swing_rho(s), mirror) for d in order for s in range(topo.shape[d].bit_length() - 1)]
 
 
 def swing(topo: Topology, kind: str):
@@ -114,7 +117,7 @@ def swing(topo: Topology, kind: str):
     parts = [_swing_steps(topo, order, mirror) for order, mirror in _parts(topo)]
     steps = []
     for group in zip(*parts, strict=True):  # every part takes the same number of steps
-        peers = [_swing_peers(topo, d, s, mirror) for d, s, mirror in group]
+        peers = [signed_peers(topo, d, rho, mirror) for d, rho, mirror in group]
         chunk = np.repeat(np.arange(len(group)), len(chips))
         one = np.ones(len(chunk), np.int64)
         src = np.tile(chips, len(group))
@@ -167,39 +170,41 @@ def recursive_doubling_time(topo, kind, s, beta, alpha):
     return sum(2**b * (s / beta + alpha) for _, b in _bit_steps(topo))
 
 
-def swing_distance(n: int, s: int) -> int:
-    r = swing_rho(s) % n
+def distance(n: int, rho: int) -> int:
+    """Hops of a move by rho along a wrapped dim of n chips (the shorter way round)."""
+    r = rho % n
     return min(r, n - r)
 
 
-def _swing_routes(n: int, s: int, sign: int, parity: int, mirror: bool = False) -> int:
-    """Routes of one Swing step crossing a link of direction `sign` leaving a chip of `parity`.
+def _routes(n: int, rho: int, sign: int, parity: int, mirror: bool = False) -> int:
+    """Routes of one step (evens move by rho, odds by -rho) crossing a link of direction `sign`
+    leaving a chip of `parity`.
 
-    A link is crossed by the routes that start in the d positions behind it (d odd); evens make
-    (d + 1) / 2 of those when the link leaves an even chip, (d - 1) / 2 otherwise; odds the
-    reverse. Evens move one way round (the way rho_s points, or the other way when mirrored;
-    on a dim of 2 the one cable decides), odds the other.
+    A link is crossed by the routes that start in the d positions behind it; the movers (chips of
+    one parity) make ceil(d / 2) of those when the link leaves a mover, floor(d / 2) otherwise
+    (d / 2 either way when d is even). Evens move one way round (the way rho points, or the other
+    way when mirrored; on a dim of 2 the one cable decides), odds the other.
     """
-    d = swing_distance(n, s)
-    evens_sign = 1 if (-swing_rho(s) if mirror else swing_rho(s)) % n <= n // 2 else -1
+    d = distance(n, rho)
+    evens_sign = 1 if (-rho if mirror else rho) % n <= n // 2 else -1
     movers = 0 if sign == evens_sign else 1  # parity of the chips moving in `sign` direction
-    return (d + 1) // 2 if parity == movers else (d - 1) // 2
+    return (d + 1) // 2 if parity == movers else d // 2
 
 
 def swing_time(topo, kind, s, beta, alpha):
     """Per step: the longest route of any part, and the busiest link over the parts sharing it."""
     parts = [_swing_steps(topo, order, mirror) for order, mirror in _parts(topo)]
-    return sum(swing_step_time(topo, group, s / len(parts), beta, alpha)
+    return sum(step_time(topo, group, s / len(parts), beta, alpha)
                for group in zip(*parts, strict=True))  # fmt: skip
 
 
-def swing_step_time(topo, group, message, beta, alpha):
-    """One step of parts (dim, Swing step, mirror), each sending `message` bytes per chip."""
+def step_time(topo, group, message, beta, alpha):
+    """One step of parts (dim, signed distance, mirror), each sending `message` bytes per chip."""
     routes = max(
-        sum(_swing_routes(topo.shape[d], st, sign, parity, m) for d, st, m in group if d == dim)
+        sum(_routes(topo.shape[d], rho, sign, parity, m) for d, rho, m in group if d == dim)
         for dim, _, _ in group for sign in (1, -1) for parity in (0, 1)
     )  # fmt: skip
-    hops = max(swing_distance(topo.shape[d], st) for d, st, _ in group)
+    hops = max(distance(topo.shape[d], rho) for d, rho, _ in group)
     return hops * alpha + routes * message / beta
 
 

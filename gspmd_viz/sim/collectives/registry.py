@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from gspmd_viz.sim.collectives import algorithms as build
-from gspmd_viz.sim.collectives import cost, swing_halving
+from gspmd_viz.sim.collectives import cost, pull_halving, swing_halving
 from gspmd_viz.sim.collectives import logarithmic as log
 from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule
 from gspmd_viz.sim.collectives.chips import Chip
@@ -61,6 +61,11 @@ def _ring(name, bidirectional, description):
                      description, twisted_ok=True)  # fmt: skip
 
 
+def _halving_transfers(n):
+    """swing- and pull-halving on a 2-D torus: 4 parts x (log2 N + 4 steps) x N chips."""
+    return 4 * n * (n.bit_length() + 3)
+
+
 _ENTRIES = [
     _ring("ring", False, "one ring through all chips: reduce-scatter, all-gather, 2(N-1) steps"),
     _ring("bidirectional-ring", True, "half the payload round the ring each way: 2 links per chip"),
@@ -92,9 +97,13 @@ _ENTRIES = [
               "recursive doubling with Swing's short-hop peers 1, -1, 3, -5, 11, ... (torus)",
               partial(log.unfit, need_wrap=True)),
     Algorithm("swing-halving", ("all-reduce",), ANY_RANK, swing_halving.swing_halving,
-              swing_halving.swing_halving_time, lambda n: 3 * n * max(n.bit_length(), 1),
+              swing_halving.swing_halving_time, _halving_transfers,
               "Swing, halving the buffer over its one-hop steps and swapping the rest whole",
               partial(log.unfit, need_wrap=True)),
+    Algorithm("pull-halving", ("all-reduce",), ANY_RANK, pull_halving.pull_halving,
+              pull_halving.pull_halving_time, _halving_transfers,
+              "swing-halving with one-way long steps 3, -8, ..., -5 summing to a dim's diameter",
+              pull_halving.unfit),
     Algorithm("bruck", ("all-to-all",), ANY_RANK, log.bruck, log.bruck_time,
               lambda n: n * n // 2 * max(n.bit_length(), 1),
               "log2(N) steps: half the buffer 1, 2, 4, ... chips on (radix-2 Bruck index)",
