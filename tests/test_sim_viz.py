@@ -184,6 +184,15 @@ def test_parse_helpers():
         torus.parse_torus_shape("four by four")
 
 
+def test_every_curve_of_the_time_figure_is_told_apart_by_colour_or_dash():
+    """On the 32x32 pod and a 3-D cube every applicable all-reduce is drawn, each in its own line
+    style (colour and dash)."""
+    for topo in (sim.preset("tpu-v3-pod"), sim.preset("tpu-v4-4x4x4")):
+        fig = timeline.time_vs_payload(topo, sizes=[2**12, 2**20])
+        styles = [(t.line.color, t.line.dash) for t in fig.data if t.mode == "lines"]
+        assert len(styles) == len(sim.applicable(topo)) + 1 == len(set(styles))
+
+
 def test_time_vs_payload_curves_follow_the_closed_forms():
     topo = sim.torus((4, 4))
     fig = timeline.time_vs_payload(topo, sizes=[2**12, 2**20, 2**28])

@@ -13,7 +13,14 @@ from gspmd_viz import sim
 from gspmd_viz.units import format_bytes
 
 _DASH = {"ring": "dot", "bidirectional-ring": "dash", "naive": "longdashdot"}
-_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+# each algorithm the registry names keeps its colour in every figure; families share a hue
+_COLOURS = {
+    "ring": "#1f77b4", "bidirectional-ring": "#17becf", "naive": "#7f7f7f",
+    "torus-2d": "#2ca02c", "torus-2d-halves": "#98df8a", "torus-3d": "#2ca02c",
+    "torus-3d-halves": "#98df8a", "torus-3d-thirds": "#bcbd22",
+    "recursive-doubling": "#9467bd", "rabenseifner": "#8c564b", "swing": "#ff7f0e",
+    "swing-halving": "#d62728", "pull-halving": "#e377c2", "direct": "#1f77b4", "bruck": "#ff7f0e",
+}  # fmt: skip
 
 
 def latency_bandwidth_split(topo, kind, algorithm, chip="tpu-v3") -> tuple[float, float]:
@@ -37,8 +44,8 @@ def time_vs_payload(
     if simulate_markers is None:
         simulate_markers = topo.n_chips <= 64
     fig = go.Figure()
-    for i, name in enumerate(algorithms):
-        colour = _COLOURS[i % len(_COLOURS)]
+    for name in algorithms:
+        colour = _COLOURS.get(name, "#000000")
         times = [sim.closed_form(topo, kind, s, name, chip=chip) for s in sizes]
         line = {"dash": _DASH.get(name), "width": 2.5, "color": colour}
         fig.add_trace(go.Scatter(x=sizes, y=times, mode="lines", name=name, line=line))
