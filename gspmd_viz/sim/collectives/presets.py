@@ -137,16 +137,15 @@ def preset(name: str) -> Topology:
     return torus(shape, gen.wrap(shape), name=name)
 
 
-def twisted_slices(max_chips: int | None = None) -> list[str]:
+def twisted_slices() -> list[str]:
     """Names of every twisted slice the generations offer (kxkx2k, kx2kx2k, k a multiple of 4,
-    fitting in the pod), generation by generation, smallest first; up to `max_chips` chips."""
+    fitting in the pod), generation by generation, smallest first."""
     names = []
     for g in (g for g in GENERATIONS.values() if g.twists):
-        limit = min(g.max_chips, max_chips or g.max_chips)
         for k in range(4, max(g.pod_shape) + 1, 4):
             for shape in ((k, k, 2 * k), (k, 2 * k, 2 * k)):
                 fits = all(a <= b for a, b in zip(sorted(shape), sorted(g.pod_shape), strict=True))
-                if fits and math.prod(shape) <= limit:
+                if fits and math.prod(shape) <= g.max_chips:
                     names.append(f"{g.name}-{'x'.join(map(str, shape))}-twisted")
     return names
 
