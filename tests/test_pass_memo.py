@@ -192,3 +192,15 @@ def test_gather_or_reduce_choices_come_from_the_memo_too(monkeypatch):
     f, args = build("llama_kh")
     gv.partition(gv.propagate(gv.trace(f, *args)))
     assert 0 < len(asked) < len(weighed)  # 9 of 16 when written; all 16 without the memo
+
+
+def test_a_split_is_sanitized_alike_from_axes_given_as_lists():
+    """EquationSplit.sanitize keys its answers by the split asked about: axes given as lists
+    (unhashable) are answered as the same axes given as tuples."""
+    ex = examples.get("mlp")
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    q = partitioner.Partitioner(prop).split(prop.program.equations[0])
+    axes = {f: ("x", "y") for f in range(len(q.rule.factors))}
+    as_lists = {f: list(a) for f, a in axes.items()}
+    assert q.sanitize(as_lists) == choose_split.EquationSplit._sanitize(q, axes)
+    assert q.sanitize(axes) == q.sanitize(as_lists)

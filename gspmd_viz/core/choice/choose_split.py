@@ -98,6 +98,7 @@ class EquationSplit:
         self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
+        self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -212,10 +213,15 @@ class EquationSplit:
     def sanitize(self, fa: FactorAxes) -> FactorAxes:
         """fa cut to a split this equation can make (see the module text); worked out once
         per split asked about (a copy each time: callers build on it)."""
-        key = tuple((f, tuple(axes)) for f, axes in fa.items())
-        if key not in self._sanitized:
-            self._sanitized[key] = self._sanitize(fa)
-        return dict(self._sanitized[key])
+        key = tuple(fa.items())
+        try:
+            found = self._sanitized.get(key)
+        except TypeError:  # axes given as lists
+            key = tuple((f, tuple(axes)) for f, axes in key)
+            found = self._sanitized.get(key)
+        if found is None:
+            found = self._sanitized[key] = self._sanitize(fa)
+        return dict(found)
 
     def _sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
@@ -255,9 +261,15 @@ class EquationSplit:
         return self.operand_sharding(fa, i)
 
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
-        """Mesh axes holding partial results; a size-1 axis splits nothing, so none there."""
-        red = {a for f, axes in fa.items() if self.summed(f) for a in axes if self.sizes[a] > 1}
-        return tuple(a for a in self.mesh.axis_names if a in red)
+        """Mesh axes holding partial results; a size-1 axis splits nothing, so none there.
+        Worked out once per split (costing, masks and the local op all ask)."""
+        key = tuple(fa.items())
+        found = self._reductions.get(key)
+        if found is None:
+            summed = (a for f, axes in key if self.summed(f) for a in axes if self.sizes[a] > 1)
+            red = set(summed)
+            found = self._reductions[key] = tuple(a for a in self.mesh.axis_names if a in red)
+        return found
 
     def operand_sharding(self, fa, i: int) -> Sharding:
         return self._tensor_sharding(fa, i, False)

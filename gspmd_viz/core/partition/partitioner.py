@@ -201,7 +201,10 @@ class Partitioner:
         return 0.0 if cost and remake_scalars.remade_split(self, v, target) else cost
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
-        src, name = min(self.versions[v], key=lambda version: self.per_trip(v, version, target))
+        versions = self.versions[v]  # most values exist in one version: nothing to weigh
+        if len(versions) > 1:
+            versions = [min(versions, key=lambda version: self.per_trip(v, version, target))]
+        src, name = versions[0]
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name
@@ -406,20 +409,21 @@ class Partitioner:
         ]
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
-        v, out = q.eqn.inputs[i], []
+        v, out, entry = q.eqn.inputs[i], [], entry_for(q.eqn)
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)
+            if not axes or v.shape[d] % target.dim_shards(d) == 0:
+                continue  # no padding on this dim (most dims: checked first)
             # not lookups; an operand whose halos are exchanged gets its padding filled there
             kinds = ("reduction",) if i in q.halo_operands else ("reduction", "windowed-sum")
             reduced = any(q.rule.factors[f].kind in kinds for f in fs)
-            zeroed = i in entry_for(q.eqn).zero_padding
-            if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
+            if reduced or i in entry.zero_padding:
                 fill = local_ops.identity_element(q.combine or "sum", v.dtype)
                 out.append(local_ops.Mask(i, d, v.shape[d], axes, fill))
+        if i not in entry.once:
+            return out
         red = q.reduction_axes(fa)  # an operand summed in as it is: kept on one device
-        return out + local_ops.on_one_device(
-            i, entry_for(q.eqn).once, target.shard_shape(v.shape), red
-        )
+        return out + local_ops.on_one_device(i, entry.once, target.shard_shape(v.shape), red)
 
     def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
         """Exchange operand k's halos; returns the window-ready buffer's name."""
