@@ -9,7 +9,8 @@ the keras-hub models and random programs (tests/fuzz_programs.py). Likewise the 
 is the greedy plan's program when the greedy pass made every choice the follow pass would
 (whole_plan.follow_plan): its reference is the follow pass run; the greedy pass that goes on
 from the spread pass's state is checked against one run from the start, and the chooser that
-passes over splits whose rank_head loses against min() over every split's key."""
+passes over splits whose rank_head loses against min() over every split's key; the follow
+split a twin worked out (Partitioner.follow_split) against result_driven on each equation."""
 
 import pytest
 from fuzz_programs import programs
@@ -19,6 +20,7 @@ from library_models import MODELS, build
 import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
+from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.partition import partitioner, twins
 from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples, training
@@ -34,12 +36,17 @@ def _every_key(found, key, head, prune):
     return min(found, key=lambda candidate: key(candidate, None))
 
 
+def _follow_split_afresh(self, eqn, q0):
+    return result_driven(q0, self.prop)
+
+
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
     (partitioner.Partitioner, "replays_follow", lambda self: False),  # the follow pass runs
     (partitioner.Partitioner, "resume", lambda self, start: 0),  # the greedy pass from the start
     (choose_split, "_lowest", _every_key),  # every candidate's key worked out
+    (partitioner.Partitioner, "follow_split", _follow_split_afresh),  # no twin's answer
 )
 
 
@@ -192,6 +199,24 @@ def test_gather_or_reduce_choices_come_from_the_memo_too(monkeypatch):
     f, args = build("llama_kh")
     gv.partition(gv.propagate(gv.trace(f, *args)))
     assert 0 < len(asked) < len(weighed)  # 9 of 16 when written; all 16 without the memo
+
+
+def test_twins_share_the_follow_split(monkeypatch):
+    """Not vacuous: in the 2-layer keras-hub llama, result_driven is worked out for fewer
+    than two thirds of the equations whose follow split is asked for (layer 2 takes layer 1's)."""
+    asked, worked_out = [], []
+    real_follow, real_driven = partitioner.Partitioner.follow_split, partitioner.result_driven
+    monkeypatch.setattr(
+        partitioner.Partitioner,
+        "follow_split",
+        lambda self, eqn, q0: asked.append(eqn) or real_follow(self, eqn, q0),
+    )
+    monkeypatch.setattr(
+        partitioner, "result_driven", lambda q, prop: worked_out.append(q) or real_driven(q, prop)
+    )
+    f, args = build("llama")
+    gv.partition(gv.propagate(gv.trace(f, *args)))
+    assert 0 < len(worked_out) < 2 * len(set(asked)) / 3
 
 
 def test_a_split_is_sanitized_alike_from_axes_given_as_lists():

@@ -43,7 +43,8 @@ class PassMemo:
     splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
-    read has a place among the equation's roles, else under the equation."""
+    read has a place among the equation's roles, else under the equation; and the follow
+    pass's split of each twin (`follow_splits`: Partitioner.follow_split)."""
 
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
@@ -54,6 +55,7 @@ class PassMemo:
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
+        self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
 
 
 def _at(values: list, ref):
@@ -259,7 +261,7 @@ class Partitioner:
         conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
         plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
         if self.follow:
-            q, fa, shared = q0, result_driven(q0, self.prop), False
+            q, fa, shared = q0, self.follow_split(eqn, q0), False
         else:  # where both plans are weighed, the record needs every plan's rank too
             q, fa, shared = self.choice(eqn, splits, plans, ranked if conflicts else None)
         if shared and self.fork is None:  # the first choice only sharing idle axes made
@@ -299,9 +301,20 @@ class Partitioner:
         for eqn, k, fa, notes in self.taken:
             q0 = self.splits(eqn)[0]
             q0.sanitize(q0.settled)  # as chosen() does first
-            if k or result_driven(q0, self.prop) != fa or self.gather_notes(eqn, q0, fa) != notes:
+            if k or self.follow_split(eqn, q0) != fa or self.gather_notes(eqn, q0, fa) != notes:
                 return False
         return True
+
+    def follow_split(self, eqn: Equation, q0: EquationSplit) -> FactorAxes:
+        """follow_xla.result_driven's split of eqn (`q0`: its first rule), worked out once per
+        twin (twins.follow_key: the equation alone and its operands' propagated shardings, all
+        it reads); afresh for a windowed op (sanitizing notes which halos would not pay)."""
+        if entry_for(eqn).halo:
+            return result_driven(q0, self.prop)
+        key = twins.follow_key(self, eqn)
+        if key not in self.memo.follow_splits:
+            self.memo.follow_splits[key] = result_driven(q0, self.prop)
+        return dict(self.memo.follow_splits[key])
 
     def choice(self, eqn: Equation, splits: list, plans=(), ranked=None) -> tuple:
         """choose_split.choose's answer (split, factor axes, whether only sharing idle axes

@@ -23,7 +23,7 @@ from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.partition.remake_scalars import remade_from
 from gspmd_viz.core.program.trace import Equation, Literal, Value
 
-__all__ = ["placed", "roles", "signature"]
+__all__ = ["follow_key", "placed", "roles", "signature"]
 
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
@@ -37,6 +37,13 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
         outs = tuple(_result_view(p, v) for v in eqn.outputs)
         known[eqn] = numbers.setdefault((_static(p, eqn), same, ins, outs), len(numbers))
     return known[eqn]
+
+
+def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
+    """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
+    its operands were propagated."""
+    ins = tuple(p.prop.sharding(x) if isinstance(x, Value) else None for x in eqn.inputs)
+    return (_static(p, eqn), ins)
 
 
 def roles(p: PartitionerState, eqn: Equation) -> list:
