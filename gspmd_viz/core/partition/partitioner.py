@@ -44,7 +44,9 @@ class PassMemo:
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
     read has a place among the equation's roles, else under the equation; and the follow
-    pass's split of each twin (`follow_splits`: Partitioner.follow_split)."""
+    pass's split of each twin (`follow_splits`: Partitioner.follow_split). Also what depends
+    on the program alone: each value's only reader, the equation that makes it again from
+    scalars, an equation's roles and a value's asked view (twins.py)."""
 
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
@@ -56,6 +58,10 @@ class PassMemo:
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
         self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
+        self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
+        self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
+        self.roles: dict[Equation, list] = {}  # twins.roles
+        self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
 
 
 def _at(values: list, ref):
