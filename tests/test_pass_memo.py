@@ -10,7 +10,9 @@ is the greedy plan's program when the greedy pass made every choice the follow p
 (whole_plan.follow_plan): its reference is the follow pass run; the greedy pass that goes on
 from the spread pass's state is checked against one run from the start, and the chooser that
 passes over splits whose rank_head loses against min() over every split's key; the follow
-split a twin worked out (Partitioner.follow_split) against result_driven on each equation."""
+split a twin worked out (Partitioner.follow_split) against result_driven on each equation;
+what the memo keeps of the program alone (each value's only reader, remade-from-scalars
+producer, an equation's roles and asked views) against working it out at every ask."""
 
 import pytest
 from fuzz_programs import programs
@@ -40,6 +42,22 @@ def _follow_split_afresh(self, eqn, q0):
     return result_driven(q0, self.prop)
 
 
+class _Forgetful(dict):
+    """A memo dict that never answers: whatever asks works it out again."""
+
+    def __contains__(self, key) -> bool:
+        return False
+
+
+_REAL_MEMO = partitioner.PassMemo.__init__
+
+
+def _forgetful_memo(self):
+    _REAL_MEMO(self)
+    for name in ("readers", "remade", "roles", "asked_views"):  # what the program alone decides
+        setattr(self, name, _Forgetful())
+
+
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
@@ -47,6 +65,7 @@ REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "resume", lambda self, start: 0),  # the greedy pass from the start
     (choose_split, "_lowest", _every_key),  # every candidate's key worked out
     (partitioner.Partitioner, "follow_split", _follow_split_afresh),  # no twin's answer
+    (partitioner.PassMemo, "__init__", _forgetful_memo),  # readers, roles... worked out again
 )
 
 

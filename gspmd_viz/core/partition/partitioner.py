@@ -62,6 +62,8 @@ class PassMemo:
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
         self.roles: dict[Equation, list] = {}  # twins.roles
         self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
+        self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
+        # rotations, deferred slices)
 
 
 def _at(values: list, ref):
@@ -125,10 +127,14 @@ class Partitioner:
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
-        self.live_set = {e for u in self.live() for e in self._equations_of(u)}
         self.memo = PassMemo() if memo is None else memo
+        if self.memo.program_facts is None:  # the same for every pass over the program
+            units = self._live()
+            live_set = {e for u in units for e in self._equations_of(u)}
+            moves = block_moves.rotations(self.program, self.outputs)
+            self.memo.program_facts = (units, live_set, *moves)
+        _, self.live_set, self.rotations, self.deferred = self.memo.program_facts
         self.wanted_by: dict[Value, list[Sharding]] = self.memo.wanted_by
-        self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
         self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
         self.taken = []  # (equation, rule index, split, its gather notes) of each choice made
@@ -494,7 +500,11 @@ class Partitioner:
             self.versions[ins.value] = [(s, ins.dst)]
 
     def live(self) -> list:
-        """Equations and loops some output depends on (dead code would still cost collectives)."""
+        """Equations and loops some output depends on (dead code would still cost collectives):
+        found once per memo."""
+        return self.memo.program_facts[0]
+
+    def _live(self) -> list:
         needed = {v for v in self.program.outputs if isinstance(v, Value)}
         return control_flow.live_units(self.program, range(len(self.program.equations)), needed)
 
