@@ -4,6 +4,7 @@ Everything else is a derived view: PartitionSpec, GSPMD dims_mapping, HloShardin
 (the codec is hlo_text.py), the tile-assignment array, per-device slices and bytes.
 """
 
+import contextlib
 import functools
 import math
 from collections.abc import Iterable, Sequence
@@ -21,10 +22,19 @@ _SHORT_DTYPES = {"bool": "pred", "bfloat16": "bf16"}
 
 def as_dtype(dtype):
     """A numpy dtype, or jax's own extended dtype (a PRNG key, `key<fry>`: it has a name
-    and an itemsize, and numpy cannot interpret it)."""
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-        return dtype
-    return np.dtype(dtype)
+    and an itemsize, and numpy cannot interpret it). Kept per dtype asked about: every
+    shard's bytes ask, and jax's subtype test is slow."""
+    try:
+        return _KNOWN_DTYPES[dtype]
+    except (KeyError, TypeError):  # not asked before, or unhashable
+        pass
+    found = dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
+    with contextlib.suppress(TypeError):
+        _KNOWN_DTYPES[dtype] = found
+    return found
+
+
+_KNOWN_DTYPES: dict = {}
 
 
 def short_dtype(dtype) -> str:
