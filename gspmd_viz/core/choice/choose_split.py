@@ -287,7 +287,10 @@ class EquationSplit:
             self._shardings[key] = Sharding.of_axes(self.mesh, _tensor_axes(fa, tensor), pending)
         return self._shardings[key]
 
-    def cost(self, fa: FactorAxes, costs: Costs) -> float:
+    def cost(self, fa: FactorAxes, costs: Costs, above: float | None = None) -> float:
+        """Wire bytes of split fa: halos exchanged, operands fetched, results handed on. With
+        `above`, the bytes so far once the halos and fetches alone exceed it (the caller asks
+        only whether fa costs more: handing results on adds bytes, never takes any away)."""
         e = self.eqn
         total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
@@ -296,6 +299,8 @@ class EquationSplit:
             if isinstance(v, Value)
         }
         total += sum(costs.fetch_cost(v, target) for v, target in fetched)
+        if above is not None and total > above:
+            return total
         return total + self.handoff_bytes(fa, costs.handoff_cost)
 
     def handoff_bytes(self, fa: FactorAxes, handoff) -> float:
@@ -392,9 +397,9 @@ def choose(
         found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
     found += [(q0, fa, False) for fa in also if not any(q is q0 and fa == g for q, g, _ in found)]
 
-    def key(qfs, head) -> tuple:
+    def key(qfs, head, above=None) -> tuple:
         q, fa, _ = qfs
-        wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs)  # costed above
+        wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs, above)
         ranks = rank(q, fa, costs, wire, promise, head)
         if ranked is not None and q is q0:
             ranked[frozen(fa)] = ranks
@@ -406,15 +411,18 @@ def choose(
 def _lowest(found: list, key, head, prune: bool):
     """min(found, key=key), but a candidate whose rank_head is above the lowest key's first
     entries so far is passed over without working out its key (its wire bytes): it cannot be
-    the lowest. Not where every key is recorded (`prune` False), nor for a split with halos
-    (costing one notes which halos would not pay: EquationSplit.gathered)."""
+    the lowest; one whose head ties them has its wire bytes worked out only as far as needed
+    to exceed the lowest key's (`key(item, head, above)`: EquationSplit.cost). Not where every
+    key is recorded (`prune` False), nor for a split with halos (costing one notes which halos
+    would not pay: EquationSplit.gathered)."""
     best, lowest = None, None
     for item in found:
         q, fa, _ = item
         first = head(q, fa)
-        if prune and lowest is not None and not q.halo and first[0] > lowest[:2]:
+        cut = prune and lowest is not None and not q.halo
+        if cut and first[0] > lowest[:2]:
             continue
-        k = key(item, first)
+        k = key(item, first, lowest[2] if cut and first[0] == lowest[:2] else None)
         if lowest is None or k < lowest:
             best, lowest = item, k
     return best
