@@ -278,7 +278,7 @@ class Propagator:
         how = self.hows.get((i, priority))
         if how is None:  # worked out once per equation and priority
             how = self.hows[i, priority] = self.how(i, priority)
-        if self.quiet.get(i) == (how, specs):
+        if not how[0] or self.quiet.get(i) == (how, specs):  # no direction: nothing written
             return []
         changed = self.write_back(i, priority, how, specs)
         self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed
