@@ -12,7 +12,9 @@ from the spread pass's state is checked against one run from the start, and the 
 passes over splits whose rank_head loses against min() over every split's key; the follow
 split a twin worked out (Partitioner.follow_split) against result_driven on each equation;
 what the memo keeps of the program alone (each value's only reader, remade-from-scalars
-producer, an equation's roles and asked views) against working it out at every ask."""
+producer, an equation's roles and asked views) against working it out at every ask; and
+one Sharding object per layout the splits make (EquationSplit.sharding) against a new one
+each time."""
 
 import pytest
 from fuzz_programs import programs
@@ -24,6 +26,7 @@ from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.partition import partitioner, twins
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples, training
 
@@ -58,6 +61,10 @@ def _forgetful_memo(self):
         setattr(self, name, _Forgetful())
 
 
+def _new_sharding(self, spec, pending=()):
+    return Sharding.of_axes(self.mesh, spec, pending)
+
+
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
@@ -66,6 +73,7 @@ REFERENCES = (  # what each reference replaces, with what
     (choose_split, "_lowest", _every_key),  # every candidate's key worked out
     (partitioner.Partitioner, "follow_split", _follow_split_afresh),  # no twin's answer
     (partitioner.PassMemo, "__init__", _forgetful_memo),  # readers, roles... worked out again
+    (choose_split.EquationSplit, "sharding", _new_sharding),  # a new object per layout asked
 )
 
 
@@ -248,3 +256,15 @@ def test_a_split_is_sanitized_alike_from_axes_given_as_lists():
     as_lists = {f: list(a) for f, a in axes.items()}
     assert q.sanitize(as_lists) == choose_split.EquationSplit._sanitize(q, axes)
     assert q.sanitize(axes) == q.sanitize(as_lists)
+
+
+def test_the_splits_of_one_partition_make_one_object_per_layout():
+    """Not vacuous: the splits of a pass share the shardings they make (EquationSplit.sharding),
+    across equations and rules: one object per spec and pending sums, far fewer than asked."""
+    f, args = build("llama")
+    prop = gv.propagate(gv.trace(f, *args))
+    p = partitioner.Partitioner(prop)
+    p.run()
+    asked = [s for q in (x[0] for x in p.memo.splits.values()) for s in q._shardings.values()]
+    layouts = {(s.spec, s.unreduced) for s in asked}
+    assert len({id(s) for s in asked}) == len(layouts) < len(asked)

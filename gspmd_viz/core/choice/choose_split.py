@@ -77,10 +77,13 @@ def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
 
 class EquationSplit:
     """One equation's rule, tensors and the cost of a factor split: `settled` is the split
-    propagation settled on, `propagated` the results' propagated shardings."""
+    propagation settled on, `propagated` the results' propagated shardings. `made`: the
+    shardings made so far (spec and pending sums -> Sharding), shared by the splits of one
+    partition, so that equal shardings are one object (compared and hashed at once)."""
 
-    def __init__(self, eqn: Equation, rule: FactorRule, settled: FactorAxes, propagated, mesh):
+    def __init__(self, eqn: Equation, rule: FactorRule, settled, propagated, mesh, made=None):
         self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
+        self.made = {} if made is None else made
         self.mesh, self.sizes = mesh, mesh.shape
         entry = entry_for(eqn)
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
@@ -284,8 +287,15 @@ class EquationSplit:
         if key not in self._shardings:
             tensor = (self.rule.results if result else self.rule.operands)[k]
             pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
-            self._shardings[key] = Sharding.of_axes(self.mesh, _tensor_axes(fa, tensor), pending)
+            self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
         return self._shardings[key]
+
+    def sharding(self, spec: tuple, pending: tuple = ()) -> Sharding:
+        """The sharding of a canonical spec (and pending sums), one object per layout made."""
+        found = self.made.get((spec, pending))
+        if found is None:
+            found = self.made[spec, pending] = Sharding.of_axes(self.mesh, spec, pending)
+        return found
 
     def cost(self, fa: FactorAxes, costs: Costs, above: float | None = None) -> float:
         """Wire bytes of split fa: halos exchanged, operands fetched, results handed on. With
@@ -315,7 +325,7 @@ class EquationSplit:
         for j, v in enumerate(self.eqn.outputs):
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
-                local = Sharding.of_axes(self.mesh, local.spec)  # combined right away
+                local = self.sharding(local.spec)  # combined right away
             total += handoff(v, local)
         return total
 

@@ -62,6 +62,7 @@ class PassMemo:
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
         self.roles: dict[Equation, list] = {}  # twins.roles
         self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
+        self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
         self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
         # rotations, deferred slices)
 
@@ -165,7 +166,7 @@ class Partitioner:
         """One rule with propagation's settled split (or none)."""
         propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
         fa = self.prop.factor_axes(eqn) if settled else {}
-        q = EquationSplit(eqn, rule, fa, propagated, self.mesh)
+        q = EquationSplit(eqn, rule, fa, propagated, self.mesh, self.memo.shardings)
         if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
             q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
         return q
