@@ -14,10 +14,11 @@ embeddings and parallel attention + MLP) at tiny sizes with random weights, each
 MaxText's FSDP + tensor-parallel layout given per keras variable path; llama_kh is llama
 with the layout keras-hub ships for it (LlamaBackbone.get_layout_map).
 
-    PYTHONPATH=$PWD python benchmarks/models.py [--profile [MODEL]] [--layers [MODEL]]
+    PYTHONPATH=$PWD python benchmarks/models.py [--profile | --layers | --phases [MODEL]]
 
 --layers: our propagate + partition time at 2, 4 and 8 layers (CPU ms, and per equation: flat
-when the cost of a plan grows linearly in equations).
+when the cost of a plan grows linearly in equations). --phases [MODEL]: that time split into
+propagate, each pass of gv.partition and the plans' costing.
 """
 
 import os
@@ -114,6 +115,42 @@ def scaling(name: str = "llama", layers=(2, 4, 8), repeats: int = 5) -> None:
         print(f"{n:>14} {eqns:>5} {ms:>12.0f} {ms * 1e3 / eqns:>11.0f}")
 
 
+def phases(name: str = "llama", repeats: int = 9) -> None:
+    """Where our time goes (median CPU ms): propagate, each pass of gv.partition (spread:
+    idle axes share work; greedy; follow: XLA's split everywhere; every_trip: loop constants
+    moved every trip) and the plans' costing. Timed by wrapping Partitioner.run and
+    whole_plan.with_cost for this call only."""
+    from gspmd_viz.core.partition import partitioner, whole_plan
+
+    f, args = build(name)
+    prog = gv.trace(f, *args)
+    gv.partition(gv.propagate(prog))
+    rounds: list[dict[str, float]] = []  # per repeat: label -> CPU seconds
+    real_run, real_cost = partitioner.Partitioner.run, whole_plan.with_cost
+
+    def timed(label, fn, *a):
+        start = time.process_time()
+        out = fn(*a)
+        rounds[-1][label] = rounds[-1].get(label, 0.0) + time.process_time() - start
+        return out
+
+    def run(self, start=None):
+        kind = [n for n in ("follow", "spread", "every_trip") if getattr(self, n)]
+        return timed(f"{(kind or ['greedy'])[0]} pass", real_run, self, start)
+
+    partitioner.Partitioner.run = run
+    whole_plan.with_cost = lambda *a: timed("plan cost", real_cost, *a)
+    try:
+        for _ in range(repeats):
+            rounds.append({})
+            timed("total partition", gv.partition, timed("propagate", gv.propagate, prog))
+    finally:
+        partitioner.Partitioner.run, whole_plan.with_cost = real_run, real_cost
+    labels = dict.fromkeys(label for r in rounds for label in r)
+    parts = [f"{x} {statistics.median(r.get(x, 0.0) for r in rounds) * 1e3:.1f}" for x in labels]
+    print(f"{name}: CPU ms, medians of {repeats}: " + "  ".join(parts))
+
+
 def profile(name: str = "llama", top: int = 12) -> None:
     """The partitioner's top functions by cumulative time on one model."""
     import cProfile
@@ -131,6 +168,9 @@ if __name__ == "__main__":
     names = [a for a in sys.argv[1:] if a in MODELS]
     if "--profile" in sys.argv:
         profile(*names[:1])
+    elif "--phases" in sys.argv:
+        for name in names or MODELS:
+            phases(name)
     elif "--layers" in sys.argv:
         for name in names or MODELS:
             scaling(name)

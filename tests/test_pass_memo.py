@@ -9,7 +9,12 @@ the keras-hub models and random programs (tests/fuzz_programs.py). Likewise the 
 is the greedy plan's program when the greedy pass made every choice the follow pass would
 (whole_plan.follow_plan): its reference is the follow pass run; the greedy pass that goes on
 from the spread pass's state is checked against one run from the start, and the chooser that
-passes over splits whose rank_head loses against min() over every split's key."""
+passes over splits whose rank_head loses against min() over every split's key; the follow
+split a twin worked out (Partitioner.follow_split) against result_driven on each equation;
+what the memo keeps of the program alone (each value's only reader, remade-from-scalars
+producer, an equation's roles and asked views) against working it out at every ask; and
+one Sharding object per layout the splits make (EquationSplit.sharding) against a new one
+each time."""
 
 import pytest
 from fuzz_programs import programs
@@ -19,7 +24,9 @@ from library_models import MODELS, build
 import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
+from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.partition import partitioner, twins
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples, training
 
@@ -34,12 +41,39 @@ def _every_key(found, key, head, prune):
     return min(found, key=lambda candidate: key(candidate, None))
 
 
+def _follow_split_afresh(self, eqn, q0):
+    return result_driven(q0, self.prop)
+
+
+class _Forgetful(dict):
+    """A memo dict that never answers: whatever asks works it out again."""
+
+    def __contains__(self, key) -> bool:
+        return False
+
+
+_REAL_MEMO = partitioner.PassMemo.__init__
+
+
+def _forgetful_memo(self):
+    _REAL_MEMO(self)
+    for name in ("readers", "remade", "roles", "asked_views"):  # what the program alone decides
+        setattr(self, name, _Forgetful())
+
+
+def _new_sharding(self, spec, pending=()):
+    return Sharding.of_axes(self.mesh, spec, pending)
+
+
 REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "choice", _unremembered),
     (twins, "signature", lambda p, eqn: ("alone", eqn)),
     (partitioner.Partitioner, "replays_follow", lambda self: False),  # the follow pass runs
     (partitioner.Partitioner, "resume", lambda self, start: 0),  # the greedy pass from the start
     (choose_split, "_lowest", _every_key),  # every candidate's key worked out
+    (partitioner.Partitioner, "follow_split", _follow_split_afresh),  # no twin's answer
+    (partitioner.PassMemo, "__init__", _forgetful_memo),  # readers, roles... worked out again
+    (choose_split.EquationSplit, "sharding", _new_sharding),  # a new object per layout asked
 )
 
 
@@ -192,3 +226,45 @@ def test_gather_or_reduce_choices_come_from_the_memo_too(monkeypatch):
     f, args = build("llama_kh")
     gv.partition(gv.propagate(gv.trace(f, *args)))
     assert 0 < len(asked) < len(weighed)  # 9 of 16 when written; all 16 without the memo
+
+
+def test_twins_share_the_follow_split(monkeypatch):
+    """Not vacuous: in the 2-layer keras-hub llama, result_driven is worked out for fewer
+    than two thirds of the equations whose follow split is asked for (layer 2 takes layer 1's)."""
+    asked, worked_out = [], []
+    real_follow, real_driven = partitioner.Partitioner.follow_split, partitioner.result_driven
+    monkeypatch.setattr(
+        partitioner.Partitioner,
+        "follow_split",
+        lambda self, eqn, q0: asked.append(eqn) or real_follow(self, eqn, q0),
+    )
+    monkeypatch.setattr(
+        partitioner, "result_driven", lambda q, prop: worked_out.append(q) or real_driven(q, prop)
+    )
+    f, args = build("llama")
+    gv.partition(gv.propagate(gv.trace(f, *args)))
+    assert 0 < len(worked_out) < 2 * len(set(asked)) / 3
+
+
+def test_a_split_is_sanitized_alike_from_axes_given_as_lists():
+    """EquationSplit.sanitize keys its answers by the split asked about: axes given as lists
+    (unhashable) are answered as the same axes given as tuples."""
+    ex = examples.get("mlp")
+    prop = gv.propagate(gv.trace(ex.fn, *ex.args))
+    q = partitioner.Partitioner(prop).split(prop.program.equations[0])
+    axes = {f: ("x", "y") for f in range(len(q.rule.factors))}
+    as_lists = {f: list(a) for f, a in axes.items()}
+    assert q.sanitize(as_lists) == choose_split.EquationSplit._sanitize(q, axes)
+    assert q.sanitize(axes) == q.sanitize(as_lists)
+
+
+def test_the_splits_of_one_partition_make_one_object_per_layout():
+    """Not vacuous: the splits of a pass share the shardings they make (EquationSplit.sharding),
+    across equations and rules: one object per spec and pending sums, far fewer than asked."""
+    f, args = build("llama")
+    prop = gv.propagate(gv.trace(f, *args))
+    p = partitioner.Partitioner(prop)
+    p.run()
+    asked = [s for q in (x[0] for x in p.memo.splits.values()) for s in q._shardings.values()]
+    layouts = {(s.spec, s.unreduced) for s in asked}
+    assert len({id(s) for s in asked}) == len(layouts) < len(asked)

@@ -77,10 +77,13 @@ def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
 
 class EquationSplit:
     """One equation's rule, tensors and the cost of a factor split: `settled` is the split
-    propagation settled on, `propagated` the results' propagated shardings."""
+    propagation settled on, `propagated` the results' propagated shardings. `made`: the
+    shardings made so far (spec and pending sums -> Sharding), shared by the splits of one
+    partition, so that equal shardings are one object (compared and hashed at once)."""
 
-    def __init__(self, eqn: Equation, rule: FactorRule, settled: FactorAxes, propagated, mesh):
+    def __init__(self, eqn: Equation, rule: FactorRule, settled, propagated, mesh, made=None):
         self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
+        self.made = {} if made is None else made
         self.mesh, self.sizes = mesh, mesh.shape
         entry = entry_for(eqn)
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
@@ -98,6 +101,7 @@ class EquationSplit:
         self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
+        self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
 
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
@@ -212,10 +216,15 @@ class EquationSplit:
     def sanitize(self, fa: FactorAxes) -> FactorAxes:
         """fa cut to a split this equation can make (see the module text); worked out once
         per split asked about (a copy each time: callers build on it)."""
-        key = tuple((f, tuple(axes)) for f, axes in fa.items())
-        if key not in self._sanitized:
-            self._sanitized[key] = self._sanitize(fa)
-        return dict(self._sanitized[key])
+        key = tuple(fa.items())
+        try:
+            found = self._sanitized.get(key)
+        except TypeError:  # axes given as lists
+            key = tuple((f, tuple(axes)) for f, axes in key)
+            found = self._sanitized.get(key)
+        if found is None:
+            found = self._sanitized[key] = self._sanitize(fa)
+        return dict(found)
 
     def _sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
@@ -255,9 +264,15 @@ class EquationSplit:
         return self.operand_sharding(fa, i)
 
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
-        """Mesh axes holding partial results; a size-1 axis splits nothing, so none there."""
-        red = {a for f, axes in fa.items() if self.summed(f) for a in axes if self.sizes[a] > 1}
-        return tuple(a for a in self.mesh.axis_names if a in red)
+        """Mesh axes holding partial results; a size-1 axis splits nothing, so none there.
+        Worked out once per split (costing, masks and the local op all ask)."""
+        key = tuple(fa.items())
+        found = self._reductions.get(key)
+        if found is None:
+            summed = (a for f, axes in key if self.summed(f) for a in axes if self.sizes[a] > 1)
+            red = set(summed)
+            found = self._reductions[key] = tuple(a for a in self.mesh.axis_names if a in red)
+        return found
 
     def operand_sharding(self, fa, i: int) -> Sharding:
         return self._tensor_sharding(fa, i, False)
@@ -272,10 +287,20 @@ class EquationSplit:
         if key not in self._shardings:
             tensor = (self.rule.results if result else self.rule.operands)[k]
             pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
-            self._shardings[key] = Sharding.of_axes(self.mesh, _tensor_axes(fa, tensor), pending)
+            self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
         return self._shardings[key]
 
-    def cost(self, fa: FactorAxes, costs: Costs) -> float:
+    def sharding(self, spec: tuple, pending: tuple = ()) -> Sharding:
+        """The sharding of a canonical spec (and pending sums), one object per layout made."""
+        found = self.made.get((spec, pending))
+        if found is None:
+            found = self.made[spec, pending] = Sharding.of_axes(self.mesh, spec, pending)
+        return found
+
+    def cost(self, fa: FactorAxes, costs: Costs, above: float | None = None) -> float:
+        """Wire bytes of split fa: halos exchanged, operands fetched, results handed on. With
+        `above`, the bytes so far once the halos and fetches alone exceed it (the caller asks
+        only whether fa costs more: handing results on adds bytes, never takes any away)."""
         e = self.eqn
         total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
@@ -284,6 +309,8 @@ class EquationSplit:
             if isinstance(v, Value)
         }
         total += sum(costs.fetch_cost(v, target) for v, target in fetched)
+        if above is not None and total > above:
+            return total
         return total + self.handoff_bytes(fa, costs.handoff_cost)
 
     def handoff_bytes(self, fa: FactorAxes, handoff) -> float:
@@ -298,7 +325,7 @@ class EquationSplit:
         for j, v in enumerate(self.eqn.outputs):
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
-                local = Sharding.of_axes(self.mesh, local.spec)  # combined right away
+                local = self.sharding(local.spec)  # combined right away
             total += handoff(v, local)
         return total
 
@@ -380,9 +407,9 @@ def choose(
         found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
     found += [(q0, fa, False) for fa in also if not any(q is q0 and fa == g for q, g, _ in found)]
 
-    def key(qfs, head) -> tuple:
+    def key(qfs, head, above=None) -> tuple:
         q, fa, _ = qfs
-        wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs)  # costed above
+        wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs, above)
         ranks = rank(q, fa, costs, wire, promise, head)
         if ranked is not None and q is q0:
             ranked[frozen(fa)] = ranks
@@ -394,15 +421,18 @@ def choose(
 def _lowest(found: list, key, head, prune: bool):
     """min(found, key=key), but a candidate whose rank_head is above the lowest key's first
     entries so far is passed over without working out its key (its wire bytes): it cannot be
-    the lowest. Not where every key is recorded (`prune` False), nor for a split with halos
-    (costing one notes which halos would not pay: EquationSplit.gathered)."""
+    the lowest; one whose head ties them has its wire bytes worked out only as far as needed
+    to exceed the lowest key's (`key(item, head, above)`: EquationSplit.cost). Not where every
+    key is recorded (`prune` False), nor for a split with halos (costing one notes which halos
+    would not pay: EquationSplit.gathered)."""
     best, lowest = None, None
     for item in found:
         q, fa, _ = item
         first = head(q, fa)
-        if prune and lowest is not None and not q.halo and first[0] > lowest[:2]:
+        cut = prune and lowest is not None and not q.halo
+        if cut and first[0] > lowest[:2]:
             continue
-        k = key(item, first)
+        k = key(item, first, lowest[2] if cut and first[0] == lowest[:2] else None)
         if lowest is None or k < lowest:
             best, lowest = item, k
     return best

@@ -165,7 +165,8 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     last = {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
     for i, ins in enumerate(instructions):
         for buffer in {alias.get(n, n) for n in buffers_read(ins)}:
-            last[buffer] = max(last.get(buffer, i), i)
+            if last.get(buffer, -1) < i:  # read later than any read so far
+                last[buffer] = i
     live, dying = _Live(inputs), {}  # dying: instruction -> buffers last read there
     for name in inputs:
         dying.setdefault(max(0, last.get(name, -1)), []).append(name)

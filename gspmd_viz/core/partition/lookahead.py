@@ -49,15 +49,23 @@ def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> fl
 
 def sole_reader(partitioner: PartitionerState, v: Value) -> tuple[EquationSplit, int] | None:
     """(the split of v's only consumer, v's operand position), for a value read once by a live
-    equation that is not an annotation (those keep what the user wrote) nor an output."""
-    p = partitioner
+    equation that is not an annotation (those keep what the user wrote) nor an output. Which
+    reader that is depends on the program alone: the passes' memo keeps it."""
+    known = partitioner.memo.readers
+    if v not in known:
+        known[v] = _sole_reader(partitioner, v)
+    found = known[v]
+    return found and (partitioner.split(found[0]), found[1])  # a windowed op's split: afresh
+
+
+def _sole_reader(p: PartitionerState, v: Value) -> tuple | None:
     readers = p.program.consumers.get(v, ())
     if v in p.outputs or len(readers) != 1:
         return None
     eqn, pos = readers[0]
     if eqn not in p.live_set or eqn in p.deferred or entry_for(eqn).identity:
         return None
-    return p.split(eqn), pos
+    return eqn, pos
 
 
 def _estimated_fetch(partitioner: PartitionerState, u: Value, target: Sharding) -> float:

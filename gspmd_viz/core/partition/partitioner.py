@@ -43,7 +43,10 @@ class PassMemo:
     splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
-    read has a place among the equation's roles, else under the equation."""
+    read has a place among the equation's roles, else under the equation; and the follow
+    pass's split of each twin (`follow_splits`: Partitioner.follow_split). Also what depends
+    on the program alone: each value's only reader, the equation that makes it again from
+    scalars, an equation's roles and a value's asked view (twins.py)."""
 
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
@@ -54,6 +57,14 @@ class PassMemo:
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
+        self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
+        self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
+        self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
+        self.roles: dict[Equation, list] = {}  # twins.roles
+        self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
+        self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
+        self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
+        # rotations, deferred slices)
 
 
 def _at(values: list, ref):
@@ -117,10 +128,14 @@ class Partitioner:
         for v in self.program.inputs:
             self.versions[v] = [(prop.sharding(v), v.name)]
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
-        self.live_set = {e for u in self.live() for e in self._equations_of(u)}
         self.memo = PassMemo() if memo is None else memo
+        if self.memo.program_facts is None:  # the same for every pass over the program
+            units = self._live()
+            live_set = {e for u in units for e in self._equations_of(u)}
+            moves = block_moves.rotations(self.program, self.outputs)
+            self.memo.program_facts = (units, live_set, *moves)
+        _, self.live_set, self.rotations, self.deferred = self.memo.program_facts
         self.wanted_by: dict[Value, list[Sharding]] = self.memo.wanted_by
-        self.rotations, self.deferred = block_moves.rotations(self.program, self.outputs)
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
         self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
         self.taken = []  # (equation, rule index, split, its gather notes) of each choice made
@@ -151,7 +166,7 @@ class Partitioner:
         """One rule with propagation's settled split (or none)."""
         propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
         fa = self.prop.factor_axes(eqn) if settled else {}
-        q = EquationSplit(eqn, rule, fa, propagated, self.mesh)
+        q = EquationSplit(eqn, rule, fa, propagated, self.mesh, self.memo.shardings)
         if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
             q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
         return q
@@ -201,7 +216,10 @@ class Partitioner:
         return 0.0 if cost and remake_scalars.remade_split(self, v, target) else cost
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
-        src, name = min(self.versions[v], key=lambda version: self.per_trip(v, version, target))
+        versions = self.versions[v]  # most values exist in one version: nothing to weigh
+        if len(versions) > 1:
+            versions = [min(versions, key=lambda version: self.per_trip(v, version, target))]
+        src, name = versions[0]
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name
@@ -256,7 +274,7 @@ class Partitioner:
         conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
         plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
         if self.follow:
-            q, fa, shared = q0, result_driven(q0, self.prop), False
+            q, fa, shared = q0, self.follow_split(eqn, q0), False
         else:  # where both plans are weighed, the record needs every plan's rank too
             q, fa, shared = self.choice(eqn, splits, plans, ranked if conflicts else None)
         if shared and self.fork is None:  # the first choice only sharing idle axes made
@@ -296,9 +314,20 @@ class Partitioner:
         for eqn, k, fa, notes in self.taken:
             q0 = self.splits(eqn)[0]
             q0.sanitize(q0.settled)  # as chosen() does first
-            if k or result_driven(q0, self.prop) != fa or self.gather_notes(eqn, q0, fa) != notes:
+            if k or self.follow_split(eqn, q0) != fa or self.gather_notes(eqn, q0, fa) != notes:
                 return False
         return True
+
+    def follow_split(self, eqn: Equation, q0: EquationSplit) -> FactorAxes:
+        """follow_xla.result_driven's split of eqn (`q0`: its first rule), worked out once per
+        twin (twins.follow_key: the equation alone and its operands' propagated shardings, all
+        it reads); afresh for a windowed op (sanitizing notes which halos would not pay)."""
+        if entry_for(eqn).halo:
+            return result_driven(q0, self.prop)
+        key = twins.follow_key(self, eqn)
+        if key not in self.memo.follow_splits:
+            self.memo.follow_splits[key] = result_driven(q0, self.prop)
+        return dict(self.memo.follow_splits[key])
 
     def choice(self, eqn: Equation, splits: list, plans=(), ranked=None) -> tuple:
         """choose_split.choose's answer (split, factor axes, whether only sharing idle axes
@@ -406,20 +435,21 @@ class Partitioner:
         ]
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
-        v, out = q.eqn.inputs[i], []
+        v, out, entry = q.eqn.inputs[i], [], entry_for(q.eqn)
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)
+            if not axes or v.shape[d] % target.dim_shards(d) == 0:
+                continue  # no padding on this dim (most dims: checked first)
             # not lookups; an operand whose halos are exchanged gets its padding filled there
             kinds = ("reduction",) if i in q.halo_operands else ("reduction", "windowed-sum")
             reduced = any(q.rule.factors[f].kind in kinds for f in fs)
-            zeroed = i in entry_for(q.eqn).zero_padding
-            if axes and (reduced or zeroed) and v.shape[d] % target.dim_shards(d):
+            if reduced or i in entry.zero_padding:
                 fill = local_ops.identity_element(q.combine or "sum", v.dtype)
                 out.append(local_ops.Mask(i, d, v.shape[d], axes, fill))
+        if i not in entry.once:
+            return out
         red = q.reduction_axes(fa)  # an operand summed in as it is: kept on one device
-        return out + local_ops.on_one_device(
-            i, entry_for(q.eqn).once, target.shard_shape(v.shape), red
-        )
+        return out + local_ops.on_one_device(i, entry.once, target.shard_shape(v.shape), red)
 
     def halo(self, eqn: Equation, ins, k: int, sharding: Sharding, splits) -> str:
         """Exchange operand k's halos; returns the window-ready buffer's name."""
@@ -471,7 +501,11 @@ class Partitioner:
             self.versions[ins.value] = [(s, ins.dst)]
 
     def live(self) -> list:
-        """Equations and loops some output depends on (dead code would still cost collectives)."""
+        """Equations and loops some output depends on (dead code would still cost collectives):
+        found once per memo."""
+        return self.memo.program_facts[0]
+
+    def _live(self) -> list:
         needed = {v for v in self.program.outputs if isinstance(v, Value)}
         return control_flow.live_units(self.program, range(len(self.program.equations)), needed)
 

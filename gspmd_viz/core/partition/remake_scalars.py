@@ -18,7 +18,15 @@ from gspmd_viz.core.spmd import local_ops
 
 def remade_from(partitioner: PartitionerState, v: Value) -> Equation | None:
     """The equation that makes v again wherever it is asked for: v's (through annotations),
-    when it has one result, is known and live and reads only scalars; else None."""
+    when it has one result, is known and live and reads only scalars; else None. It depends
+    on the program alone: the passes' memo keeps it."""
+    known = partitioner.memo.remade
+    if v not in known:
+        known[v] = _remade_from(partitioner, v)
+    return known[v]
+
+
+def _remade_from(partitioner: PartitionerState, v: Value) -> Equation | None:
     producer = partitioner.program.producer
     eqn = producer.get(v)
     while eqn is not None and entry_for(eqn).identity and isinstance(eqn.inputs[0], Value):

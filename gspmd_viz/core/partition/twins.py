@@ -23,7 +23,7 @@ from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.partition.remake_scalars import remade_from
 from gspmd_viz.core.program.trace import Equation, Literal, Value
 
-__all__ = ["placed", "roles", "signature"]
+__all__ = ["follow_key", "placed", "roles", "signature"]
 
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
@@ -39,13 +39,24 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
     return known[eqn]
 
 
+def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
+    """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
+    its operands were propagated."""
+    ins = tuple(p.prop.sharding(x) if isinstance(x, Value) else None for x in eqn.inputs)
+    return (_static(p, eqn), ins)
+
+
 def roles(p: PartitionerState, eqn: Equation) -> list:
-    """The equation's operands, its results, then each result's only reader's operands."""
-    found = [*eqn.inputs, *eqn.outputs]
-    for v in eqn.outputs:
-        reader = sole_reader(p, v)
-        found += reader[0].eqn.inputs if reader else ()
-    return found
+    """The equation's operands, its results, then each result's only reader's operands (made
+    once per memo: every pass asks at every equation)."""
+    known = p.memo.roles
+    if eqn not in known:
+        found = [*eqn.inputs, *eqn.outputs]
+        for v in eqn.outputs:
+            reader = sole_reader(p, v)
+            found += reader[0].eqn.inputs if reader else ()
+        known[eqn] = found
+    return known[eqn]
 
 
 def placed(values: list, read) -> tuple[int, ...] | None:
@@ -97,7 +108,14 @@ def _asked_view(p: PartitionerState, v: Value) -> tuple:
     """What decides what v's readers ask for (Partitioner.wanted), without working it out:
     v's propagated sharding if it is an output, and per consumer its place and, for a
     rotation's slice, the sharding the rotation's result holds; for a live one, the consumer
-    alone (its rules and splits give the operand it will likely read)."""
+    alone (its rules and splits give the operand it will likely read). Made once per memo."""
+    known = p.memo.asked_views
+    if v not in known:
+        known[v] = _made_asked_view(p, v)
+    return known[v]
+
+
+def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
     found = [p.prop.sharding(v) if v in p.outputs else None]
     for eqn, pos in p.program.consumers.get(v, ()):
         if eqn in p.deferred:

@@ -110,6 +110,7 @@ class Propagator:
         self.conflicts: list[str] = []
         self.raised: list[tuple] = []  # (factor name, axes, axes) of each conflict met
         self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
+        self.hows: dict[tuple, tuple] = {}  # (equation, priority) -> how
         self.kinds = self._kinds()
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
@@ -274,8 +275,10 @@ class Propagator:
         specs = tuple(self.spec[t.value] for t in self.tensors[i])
         if not any(map(any, specs)):
             return []  # no tensor of it holds a mesh axis: nothing to hand on
-        how = self.how(i, priority)
-        if self.quiet.get(i) == (how, specs):
+        how = self.hows.get((i, priority))
+        if how is None:  # worked out once per equation and priority
+            how = self.hows[i, priority] = self.how(i, priority)
+        if not how[0] or self.quiet.get(i) == (how, specs):  # no direction: nothing written
             return []
         changed = self.write_back(i, priority, how, specs)
         self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed

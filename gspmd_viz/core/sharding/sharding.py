@@ -4,10 +4,10 @@ Everything else is a derived view: PartitionSpec, GSPMD dims_mapping, HloShardin
 (the codec is hlo_text.py), the tile-assignment array, per-device slices and bytes.
 """
 
+import contextlib
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from functools import cached_property
 
 import jax
 import numpy as np
@@ -22,10 +22,19 @@ _SHORT_DTYPES = {"bool": "pred", "bfloat16": "bf16"}
 
 def as_dtype(dtype):
     """A numpy dtype, or jax's own extended dtype (a PRNG key, `key<fry>`: it has a name
-    and an itemsize, and numpy cannot interpret it)."""
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-        return dtype
-    return np.dtype(dtype)
+    and an itemsize, and numpy cannot interpret it). Kept per dtype asked about: every
+    shard's bytes ask, and jax's subtype test is slow."""
+    try:
+        return _KNOWN_DTYPES[dtype]
+    except (KeyError, TypeError):  # not asked before, or unhashable
+        pass
+    found = dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
+    with contextlib.suppress(TypeError):
+        _KNOWN_DTYPES[dtype] = found
+    return found
+
+
+_KNOWN_DTYPES: dict = {}
 
 
 def short_dtype(dtype) -> str:
@@ -50,6 +59,22 @@ def _dim_axes(entry, dim: int) -> DimAxes:
         f"spec entry for tensor dim {dim} must be None, a mesh axis name or a tuple of them, "
         f"got {entry!r}"
     )
+
+
+class _once:
+    """functools.cached_property without its lock (Python 3.11 takes one on every first read):
+    the value is worked out on the first read and kept in the instance's __dict__. Sharding's
+    key and hash: the partitioner makes and hashes thousands of shardings per program."""
+
+    def __init__(self, func):
+        self.func, self.name = func, func.__name__
+        self.__doc__ = func.__doc__
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
 
 
 def ceil_div(n: int, k: int) -> int:
@@ -98,7 +123,7 @@ class Sharding:
             seen.add(axis)
 
     # --- identity -----------------------------------------------------------------------
-    @cached_property
+    @_once
     def _key(self):
         """What tells layouts apart: size-1 mesh axes split nothing and sum nothing, and
         trailing replicated dims are implied, so neither counts."""
@@ -115,7 +140,7 @@ class Sharding:
     def __hash__(self) -> int:
         return self._hash
 
-    @cached_property
+    @_once
     def _hash(self) -> int:  # the partitioner hashes layouts hundreds of thousands of times
         return hash(self._key)
 
