@@ -16,6 +16,11 @@ of every one-hop class, so after halving a chip keeps the blocks of its group (2
 one-hop steps) and the long steps add those whole. Dims below 32 get Swing's own steps (a 16
 takes 3, -5 either way), so the algorithm only runs where a dim has 32 chips or more.
 
+After these one-hop steps no long steps take fewer hops, whichever chip of each tile holds a
+block and whichever chip of its block each chip pulls in each step (dims mixed): a SAT solver
+proves it for rings of 32 and 64 and for the 16x16 (Swing's steps) and 32x32 tori
+(benchmarks/halving_bound.py).
+
 Closed form per step as Swing's: longest route, busiest link (an even shift of d crosses each
 link of its line with d / 2 routes of a part).
 """
