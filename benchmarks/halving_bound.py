@@ -12,8 +12,12 @@ steps' latency is the sum over steps of each step's longest route: L.
 
 This script asks a SAT solver whether some class and some schedule reach L <= budget. On the
 32x32 pod pull-halving's long steps take L = 32; its 1 MiB time is 8 + L hops plus bytes, so
-issue 48's 1.5x goal (47.9 us) needs L <= 30. The answers printed are proofs: UNSAT at a
-budget means no class and no schedule of this family reaches it.
+benchmarks/torus.py's 1.5x goal there (47.9 us) needs L <= 30. The answers printed are proofs:
+UNSAT at a budget means no class and no schedule of this family reaches it.
+
+The halvings also allow a brick layout: the y halves may flip from one pair of x steps to the
+next (the x halves may not: the y steps' pairs fix them), so a column of tiles may sit 2 chips
+further along dim 1. `--brick` lets the search choose that per column as well.
 
 The encoding, per step k and tiles T, U, P: sel[k,T,P] (T pulls P; exactly one P), X[k,T,U]
 (U's tile is in T's running sum). X[k] >= X[k-1] of T and of the pulled P; the two sums are
@@ -23,7 +27,8 @@ bits as the class's choices allow), and sum_k t_k <= budget.
 
 Needs python-sat (`pip install python-sat`), which the package does not depend on. Run:
     python benchmarks/halving_bound.py 16 15 --shape 32        # one dim: seconds
-    python benchmarks/halving_bound.py 32 31 30 --shape 32 32  # the pod: minutes per budget
+    python benchmarks/halving_bound.py 32 31 --shape 32 32     # the pod: 5-7 min per budget
+    python benchmarks/halving_bound.py 30 --brick              # about 20 min
 """
 
 from __future__ import annotations
@@ -45,25 +50,33 @@ TILE = 4  # chips per tile along a dim: Swing's one-hop steps 1, -1 halve twice
 class Search:
     """The clauses for one shape (one class: the others are its mirror images and shifts)."""
 
-    def __init__(self, shape: tuple[int, ...]):
-        self.shape = shape
+    def __init__(self, shape: tuple[int, ...], brick: bool = False):
+        self.shape, self.brick = shape, brick
         self.tiles = list(itertools.product(*(range(n // TILE) for n in shape)))
         self.steps = len(self.tiles).bit_length() - 1  # [T] tiles double per step
         self.longest = sum(n // 2 for n in shape)  # the torus diameter: no route is longer
         self.pool, self.clauses = IDPool(), []
-        # choice[T][d]: tile T's class member sits at 4 i - 1 (True) or 4 i (False) in dim d
+        # place[T]: tile T's class member sits at 4 i - 1 (True) or 4 i (False) in each dim d,
+        # then (brick) whether the tiles of T's column are 2 chips further along dim 1
         dims = range(len(shape))
-        self.choice = {T: [self.pool.id(("c", T, d)) for d in dims] for T in self.tiles}
+        self.place = {T: [self.pool.id(("c", T, d)) for d in dims] for T in self.tiles}
+        if brick:
+            for T in self.tiles:
+                self.place[T].append(self.pool.id(("brick", T[0])))
         self.ge = {(k, t): self.pool.id(("ge", k, t))
                    for k in range(self.steps) for t in range(1, self.longest + 1)}  # fmt: skip
 
+    def member(self, T, bits) -> list[int]:
+        """Coordinates of tile T's class member under its place bits."""
+        at = [TILE * i - b for i, b in zip(T, bits, strict=False)]
+        if self.brick:
+            at[1] += 2 * bits[-1]
+        return at
+
     def hops(self, T, P, bits_T, bits_P) -> int:
-        """Torus L1 hops between the class members of tiles T and P under the given choices."""
-        total = 0
-        for n, i, j, a, b in zip(self.shape, T, P, bits_T, bits_P, strict=True):
-            r = ((TILE * i - a) - (TILE * j - b)) % n
-            total += min(r, n - r)
-        return total
+        """Torus L1 hops between the class members of tiles T and P under the given bits."""
+        pairs = zip(self.shape, self.member(T, bits_T), self.member(P, bits_P), strict=True)
+        return sum(min((a - b) % n, (b - a) % n) for n, a, b in pairs)
 
     def add_budget(self, budget: int):
         """t_k in unary (ge[k,t]: t_k >= t), every step at least one hop, sum_k t_k <= budget."""
@@ -79,10 +92,10 @@ class Search:
 
     def pull_needs_hops(self, k: int, T, P, sel: int):
         """T pulling P in step k needs t_k >= the hops their members are apart."""
-        dims = len(self.shape)
+        dims = len(self.place[T])
         for bits in itertools.product([0, 1], repeat=2 * dims):
             d = self.hops(T, P, bits[:dims], bits[dims:])
-            members = self.choice[T] + self.choice[P]
+            members = self.place[T] + self.place[P]
             chosen = [-v if b else v for v, b in zip(members, bits, strict=True)]  # not these bits
             self.clauses.append([-sel, *chosen, self.ge[k, d]])
 
@@ -139,7 +152,7 @@ class Search:
     def replay(self, model, maxima):
         """Check a found schedule without the clauses: the pulled sums are disjoint, every step
         doubles them, the last holds every tile, and no pull is longer than its step's maximum."""
-        bits = {T: [int(v in model) for v in self.choice[T]] for T in self.tiles}
+        bits = {T: [int(v in model) for v in self.place[T]] for T in self.tiles}
         sums = {T: {T} for T in self.tiles}
         for k in range(1, self.steps + 1):
             pulls = {T: P for T in self.tiles for P in self.tiles
@@ -154,14 +167,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("budgets", type=int, nargs="+", help="sums of step maxima to try")
     parser.add_argument("--shape", type=int, nargs="+", default=[32, 32])
+    shifted = "also let each column of tiles shift its tiles 2 chips along dim 1"
+    parser.add_argument("--brick", action="store_true", help=shifted)
     args = parser.parse_args()
+    if args.brick and len(args.shape) != 2:
+        parser.error("--brick needs a 2-D shape")
     if any(n % TILE or n < 2 * TILE for n in args.shape):
         parser.error(f"every dim must be a multiple of {TILE}, at least {2 * TILE}")
     for budget in args.budgets:
         start = time.perf_counter()
-        found, maxima = Search(tuple(args.shape)).solve(budget)
+        found, maxima = Search(tuple(args.shape), args.brick).solve(budget)
         verdict = f"SAT, step maxima {maxima} (sum {sum(maxima)})" if found else "UNSAT"
-        print(f"shape {args.shape}, long steps' hops <= {budget}: {verdict} "
+        layout = " (brick)" if args.brick else ""
+        print(f"shape {args.shape}{layout}, long steps' hops <= {budget}: {verdict} "
               f"[{time.perf_counter() - start:.0f} s]", flush=True)  # fmt: skip
 
 
