@@ -68,11 +68,13 @@ def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
 
 
 def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
+    if len(factors) == 1:  # most dims: one factor's axes as they are
+        return tuple(fa.get(factors[0], ()))
     return tuple(a for f in factors for a in fa.get(f, ()))
 
 
 def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
-    return tuple(_dim_axes(fa, fs) for fs in tensor)
+    return tuple([_dim_axes(fa, fs) for fs in tensor])
 
 
 class EquationSplit:
