@@ -349,6 +349,15 @@ class Propagator:
     def sharding(self, v: Value) -> Sharding:
         return Sharding.of_axes(self.mesh, self.spec[v])  # specs here are canonical
 
+    def final_shardings(self) -> dict[Value, Sharding]:
+        """Every value's sharding, one object per spec: the partitioner compares and hashes
+        them thousands of times, and the same object is equal at once."""
+        made: dict[Spec, Sharding] = {}
+        for spec in self.spec.values():
+            if spec not in made:
+                made[spec] = Sharding.of_axes(self.mesh, spec)
+        return {v: made[self.spec[v]] for v in self.program.values}
+
     # --- the passes -----------------------------------------------------------------------
     def run(self) -> None:
         """Each priority to a fixed point, Shardy's way: equations in program order, and an
@@ -399,7 +408,7 @@ class Propagator:
             unknown_primitives=tuple(sorted(unknown)),
             rules=tuple(self.rules),
             settled=tuple(self.settled(i) for i in range(len(self.rules))),
-            shardings={v: self.sharding(v) for v in program.values},
+            shardings=self.final_shardings(),
         )
 
 
