@@ -115,6 +115,7 @@ class Propagator:
         self.kinds = self._kinds()
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
+        self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`sharding`)
 
     @staticmethod
     def _tensors(eqn, rule) -> list[_Tensor]:
@@ -347,16 +348,14 @@ class Propagator:
         )
 
     def sharding(self, v: Value) -> Sharding:
-        return Sharding.of_axes(self.mesh, self.spec[v])  # specs here are canonical
-
-    def final_shardings(self) -> dict[Value, Sharding]:
-        """Every value's sharding, one object per spec: the partitioner compares and hashes
-        them thousands of times, and the same object is equal at once."""
-        made: dict[Spec, Sharding] = {}
-        for spec in self.spec.values():
-            if spec not in made:
-                made[spec] = Sharding.of_axes(self.mesh, spec)
-        return {v: made[self.spec[v]] for v in self.program.values}
+        """v's sharding now, one object per spec (`layouts`): steps record two per write, and
+        the partitioner compares and hashes them thousands of times (the same object is equal
+        at once)."""
+        spec = self.spec[v]
+        found = self.layouts.get(spec)
+        if found is None:
+            found = self.layouts[spec] = Sharding.of_axes(self.mesh, spec)  # specs: canonical
+        return found
 
     # --- the passes -----------------------------------------------------------------------
     def run(self) -> None:
@@ -408,7 +407,7 @@ class Propagator:
             unknown_primitives=tuple(sorted(unknown)),
             rules=tuple(self.rules),
             settled=tuple(self.settled(i) for i in range(len(self.rules))),
-            shardings=self.final_shardings(),
+            shardings={v: self.sharding(v) for v in program.values},
         )
 
 
