@@ -286,11 +286,12 @@ class EquationSplit:
         """Operand or result k's sharding under split fa, made once per (fa, k): costing
         asks for each many times, and every pass asks again (the memo shares this split)."""
         key = (tuple(fa.items()), k, result)
-        if key not in self._shardings:
+        found = self._shardings.get(key)
+        if found is None:
             tensor = (self.rule.results if result else self.rule.operands)[k]
             pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
-            self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
-        return self._shardings[key]
+            found = self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
+        return found
 
     def sharding(self, spec: tuple, pending: tuple = ()) -> Sharding:
         """The sharding of a canonical spec (and pending sums), one object per layout made."""
