@@ -260,7 +260,8 @@ def test_a_split_is_sanitized_alike_from_axes_given_as_lists():
 
 def test_the_splits_of_one_partition_make_one_object_per_layout():
     """Not vacuous: the splits of a pass share the shardings they make (EquationSplit.sharding),
-    across equations and rules: one object per spec and pending sums, far fewer than asked."""
+    across equations and rules: one object per spec and pending sums, far fewer than asked;
+    propagation makes one per spec too, and a split asking for one of those gets it."""
     f, args = build("llama")
     prop = gv.propagate(gv.trace(f, *args))
     p = partitioner.Partitioner(prop)
@@ -268,3 +269,7 @@ def test_the_splits_of_one_partition_make_one_object_per_layout():
     asked = [s for q in (x[0] for x in p.memo.splits.values()) for s in q._shardings.values()]
     layouts = {(s.spec, s.unreduced) for s in asked}
     assert len({id(s) for s in asked}) == len(layouts) < len(asked)
+    held = {(s.spec, s.unreduced): s for s in prop.shardings.values()}  # one object per spec
+    assert len({id(s) for s in prop.shardings.values()}) == len(held) < len(prop.shardings)
+    shared = [s for s in asked if (s.spec, s.unreduced) in held]  # propagation's own objects
+    assert shared and all(s is held[s.spec, s.unreduced] for s in shared)

@@ -6,9 +6,12 @@ The reference is the propagation that visits every time and works everything out
 conflicts, settled splits and shardings must be the same, on the zoo, the training steps, the
 keras-hub models and random programs (tests/fuzz_programs.py)."""
 
+from types import SimpleNamespace
+
 import pytest
 from fuzz_programs import programs
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from library_models import MODELS, build
 
 import gspmd_viz as gv
@@ -93,3 +96,33 @@ def test_a_layer_makes_the_writes_of_the_layer_before(monkeypatch):
         monkeypatch.setattr(algorithm.Propagator, name, counted)
     gv.propagate(prog)
     assert calls["worked_out"] < calls["write_back"] / 2
+
+
+def _merged_by_reference(cands) -> tuple:
+    """Propagator.merge as it reads every candidate (the empty ones and repeats of the best
+    so far too): (the axes agreed on, each conflict raised)."""
+    best, expand, raised = (), True, []
+    for axes in cands:
+        n = next(
+            (k for k, (a, b) in enumerate(zip(best, axes, strict=False)) if a != b),
+            min(len(best), len(axes)),
+        )
+        if n < min(len(best), len(axes)):
+            raised.append(("f", best, axes))
+            best, expand = best[:n], False
+        elif len(axes) > len(best) and expand:
+            best = axes
+    return best, raised
+
+
+_AXES = st.lists(st.sampled_from(["x", "y", "z"]), max_size=3, unique=True).map(tuple)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.lists(_AXES, max_size=6))
+def test_merge_skipping_empty_and_repeated_candidates_is_reading_them_all(cands):
+    noted = []
+    fake = SimpleNamespace(raised=[], note_conflict=lambda *a: noted.append(a[1:]))
+    rule = SimpleNamespace(factors=[SimpleNamespace(name="f")])
+    best = algorithm.Propagator.merge(fake, None, rule, 0, cands)
+    assert (best, noted) == _merged_by_reference(cands)

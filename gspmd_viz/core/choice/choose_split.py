@@ -68,11 +68,13 @@ def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
 
 
 def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
+    if len(factors) == 1:  # most dims: one factor's axes as they are
+        return tuple(fa.get(factors[0], ()))
     return tuple(a for f in factors for a in fa.get(f, ()))
 
 
 def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
-    return tuple(_dim_axes(fa, fs) for fs in tensor)
+    return tuple([_dim_axes(fa, fs) for fs in tensor])
 
 
 class EquationSplit:
@@ -284,11 +286,12 @@ class EquationSplit:
         """Operand or result k's sharding under split fa, made once per (fa, k): costing
         asks for each many times, and every pass asks again (the memo shares this split)."""
         key = (tuple(fa.items()), k, result)
-        if key not in self._shardings:
+        found = self._shardings.get(key)
+        if found is None:
             tensor = (self.rule.results if result else self.rule.operands)[k]
             pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
-            self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
-        return self._shardings[key]
+            found = self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
+        return found
 
     def sharding(self, spec: tuple, pending: tuple = ()) -> Sharding:
         """The sharding of a canonical spec (and pending sums), one object per layout made."""

@@ -130,6 +130,9 @@ class Partitioner:
         self.outputs = {v for v in self.program.outputs if isinstance(v, Value)}
         self.memo = PassMemo() if memo is None else memo
         if self.memo.program_facts is None:  # the same for every pass over the program
+            for s in prop.shardings.values():  # the splits' shardings: propagation's objects
+                if not s.unreduced:
+                    self.memo.shardings.setdefault((s.spec, ()), s)
             units = self._live()
             live_set = {e for u in units for e in self._equations_of(u)}
             moves = block_moves.rotations(self.program, self.outputs)

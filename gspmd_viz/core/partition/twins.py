@@ -25,6 +25,8 @@ from gspmd_viz.core.program.trace import Equation, Literal, Value
 
 __all__ = ["follow_key", "placed", "roles", "signature"]
 
+_ATOMS = frozenset({int, float, bool, str, type(None)})  # params that are their own key
+
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
     """The equation as the chooser sees it, layouts apart, as a number (one per distinct
@@ -32,7 +34,10 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
     known, numbers = p.memo.signatures, p.memo.signature_numbers
     if eqn not in known:
         values = roles(p, eqn)
-        same = tuple(_place(values, v) for v in values)  # which places hold one value
+        first = {}  # which places hold one value: each value's first place
+        for k, v in enumerate(values):
+            first.setdefault(id(v), k)
+        same = tuple([first[id(v)] for v in values])
         ins = tuple(_remade_view(p, x) for x in eqn.inputs)
         outs = tuple(_result_view(p, v) for v in eqn.outputs)
         known[eqn] = numbers.setdefault((_static(p, eqn), same, ins, outs), len(numbers))
@@ -145,6 +150,8 @@ def _remade_view(p: PartitionerState, x) -> tuple | None:
 def _frozen(params) -> object:
     """params as a dict key: containers by content, arrays by bytes, the rest as they hash
     (or by identity when they do not: then no twin is found, which is safe)."""
+    if type(params) in _ATOMS:  # most params: as they are
+        return params
     if isinstance(params, dict):
         return tuple((k, _frozen(v)) for k, v in sorted(params.items()))
     if isinstance(params, list | tuple):

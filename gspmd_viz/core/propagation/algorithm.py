@@ -82,10 +82,11 @@ def _source(held, f: int, axes) -> tuple[int, object]:
 class _Tensor:
     """One operand or result of an equation, as the propagation sees it."""
 
-    __slots__ = ("value", "factors", "is_result", "size", "read_from", "held")
+    __slots__ = ("value", "factors", "is_result", "size", "mine", "read_from", "held")
 
     def __init__(self, value, factors, is_result):
         self.value, self.factors, self.is_result = value, factors, is_result
+        self.mine = frozenset(f for fs in factors for f in fs)  # the factors it has
         self.size = math.prod(value.shape)
         self.read_from, self.held = None, {}  # the spec `held` was read off (Propagator.holdings)
 
@@ -114,6 +115,7 @@ class Propagator:
         self.kinds = self._kinds()
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
+        self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`sharding`)
 
     @staticmethod
     def _tensors(eqn, rule) -> list[_Tensor]:
@@ -122,7 +124,7 @@ class Propagator:
         return [_Tensor(*p) for p in pairs if isinstance(p[0], Value)]
 
     def _shards(self, axes) -> int:
-        return math.prod(self.size[a] for a in axes)
+        return math.prod([self.size[a] for a in axes]) if axes else 1
 
     def _kinds(self) -> list[int]:
         """Per equation, a number shared by equations a visit cannot tell apart on the same
@@ -162,8 +164,12 @@ class Propagator:
         return out
 
     def holdings(self, rule, t) -> dict[int, tuple[str, ...]]:
-        """factor -> the axes tensor t currently gives it (read again only when its spec
-        changed: a write replaces the spec, never edits it)."""
+        """factor -> the axes tensor t currently gives it (a copy: the caller may edit it)."""
+        return dict(self.held_now(rule, t))
+
+    def held_now(self, rule, t) -> dict[int, tuple[str, ...]]:
+        """holdings, not to be edited: read again only when t's spec changed (a write
+        replaces the spec, never edits it)."""
         spec = self.spec[t.value]
         if t.read_from is not spec:
             held = {}
@@ -171,13 +177,15 @@ class Propagator:
                 if fs:
                     held |= self.split_dim(spec[d], fs, rule)
             t.read_from, t.held = spec, held
-        return dict(t.held)
+        return t.held
 
     def merge(self, eqn, rule, f, cands) -> tuple[str, ...]:
         """The most specific axes all tensors agree on for factor f: `x` and `x, y` agree on
         `x, y`; `x` against `y` is a conflict, cut back to the common prefix (and logged)."""
         best, expand = (), True
         for axes in cands:
+            if not axes or axes == best:
+                continue  # agrees, and adds nothing
             n = len(_common_prefix(best, axes))
             if n < min(len(best), len(axes)):
                 self.raised.append((rule.factors[f].name, best, axes))
@@ -201,7 +209,7 @@ class Propagator:
         factors carry axes; `split`: each factor minus the axes another factor holds in a
         tensor they share (the equation's split, `settled`); `skip`: tensors not read."""
         eqn, rule = self.program.equations[i], self.rules[i]
-        held = [(t, self.holdings(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
+        held = [(t, self.held_now(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
         merged, order = {}, {}
         for f, factor in enumerate(rule.factors):
             cands = [h[f] for _, h in held if f in h]
@@ -225,13 +233,16 @@ class Propagator:
         around the axes its other factors hold."""
         cur = self.spec[t.value]
         used = {a for axes in cur for a in axes}
-        fa, held, mine = {}, self.holdings(rule, t), {f for fs in t.factors for f in fs}
+        fa, held, mine = {}, self.holdings(rule, t), t.mine
         for f, (axes, src) in wanted.items():
             if f in mine:  # around the axes the tensor's other factors hold (or just took)
                 held[f] = _prefix_free(axes, _held_by_others(held, f))
                 fa[f] = (held[f], (src,))
         new, factors, sources, opened = [], [], [], self.open_dims(t.value)
         for d, fs in enumerate(t.factors):
+            if fa.keys().isdisjoint(fs):  # no factor of the dim takes axes: it keeps its own
+                new.append(cur[d])
+                continue
             axes = []
             for f in fs:
                 got, src = fa.get(f, ((), ()))
@@ -272,7 +283,8 @@ class Propagator:
         directions the priority allows); the values that changed. A visit that would do what
         the equation's last visit did, on the same specs, changed nothing then and would
         change nothing now (its conflicts are noted already): skipped."""
-        specs = tuple(self.spec[t.value] for t in self.tensors[i])
+        spec = self.spec
+        specs = tuple([spec[t.value] for t in self.tensors[i]])
         if not any(map(any, specs)):
             return []  # no tensor of it holds a mesh axis: nothing to hand on
         how = self.hows.get((i, priority))
@@ -336,7 +348,14 @@ class Propagator:
         )
 
     def sharding(self, v: Value) -> Sharding:
-        return Sharding.of_axes(self.mesh, self.spec[v])  # specs here are canonical
+        """v's sharding now, one object per spec (`layouts`): steps record two per write, and
+        the partitioner compares and hashes them thousands of times (the same object is equal
+        at once)."""
+        spec = self.spec[v]
+        found = self.layouts.get(spec)
+        if found is None:
+            found = self.layouts[spec] = Sharding.of_axes(self.mesh, spec)  # specs: canonical
+        return found
 
     # --- the passes -----------------------------------------------------------------------
     def run(self) -> None:
