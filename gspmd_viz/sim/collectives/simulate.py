@@ -177,7 +177,7 @@ def time_steps(sched: CollectiveSchedule, chunk_bytes: float, spec: Chip) -> lis
     records, t = [], 0.0
     routes = _RouteCache(sched.topo)
     for i, st in enumerate(sched.steps):
-        t_idx, where, _, links, max_hops = routes(st.src, st.dst)
+        *_, links, max_hops = routes(st.src, st.dst)  # routed once per distinct src, dst
         nb, load = routes.loads(st, chunk_bytes)
         dt = load.max(initial=0.0) / beta + max_hops * alpha
         name = sched.phases[st.phase].name
