@@ -5,7 +5,8 @@ Per model: max |ours - the unpartitioned program| ("exact" if 0) and the same fo
 partitioned run (jax.jit; a contraction split over devices sums in another order, in both),
 outputs' shardings == XLA's propagation, ours / XLA's per device: wire bytes, FLOPs (each op
 once) and memory (compiled); and our propagate + partition time (wall, and CPU) / XLA's
-lower + compile of the same program (wall; medians, the two sides taking turns).
+lower + compile of the same program from jax's traced jaxpr (wall; "lower" is its lowering
+alone; medians, the two sides taking turns).
 Goals (issue 45): exact; bytes <= 1.0; FLOPs <= 1.05; time <= 0.15, a 2-layer model < 250 ms.
 
 The models are keras-hub's own (tests/library_models.py: llama with grouped-query
@@ -38,7 +39,7 @@ import numpy as np  # noqa: E402
 from library_models import MESH, MODELS, VERSION, build  # noqa: E402
 
 from gspmd_viz.xla import cost as xla_cost  # noqa: E402
-from gspmd_viz.xla.compiled import lowered  # noqa: E402
+from gspmd_viz.xla.compiled import traced  # noqa: E402
 
 
 def _error(got, want) -> str:
@@ -55,22 +56,25 @@ def _errors(spmd, f, args) -> str:
     return f"{_error(spmd(*args), want):>7} {_error(jax.jit(f)(*args), want):>7}"
 
 
-def _seconds(prog, f, args, prop, repeats: int) -> tuple[float, float, float]:
+def _seconds(prog, f, args, prop, repeats: int) -> tuple[float, ...]:
     """Medians of (our propagate + partition wall time, its CPU time, XLA's lower + compile
-    wall time), the two sides taking turns so both see the same machine load. XLA's side
-    compiles a fresh function each time (no cache answers); tracing is not counted."""
-    ours, cpu, xla = [], [], []
+    wall time, its lowering alone), the two sides taking turns so both see the same machine
+    load. XLA's side lowers and compiles a fresh function each time (no cache answers); neither
+    side's tracing is counted (ours starts from gv.trace's program, XLA's from jax's Traced)."""
+    ours, cpu, xla, lowering = [], [], [], []
     for _ in range(repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
         gv.partition(gv.propagate(prog))
         ours.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
-        fresh = lowered(lambda *a: f(*a), *args, mesh=prop.mesh,  # noqa: PLW0108
-                        in_shardings=prop.inputs, out_shardings=prop.outputs)  # fmt: skip
+        fresh = traced(lambda *a: f(*a), *args, mesh=prop.mesh,  # noqa: PLW0108
+                       in_shardings=prop.inputs, out_shardings=prop.outputs)  # fmt: skip
         start = time.perf_counter()
-        fresh.compile()
+        low = fresh.lower()
+        lowering.append(time.perf_counter() - start)
+        low.compile()
         xla.append(time.perf_counter() - start)
-    return statistics.median(ours), statistics.median(cpu), statistics.median(xla)
+    return tuple(statistics.median(t) for t in (ours, cpu, xla, lowering))
 
 
 def row(name: str, repeats: int = 7) -> str:
@@ -80,12 +84,12 @@ def row(name: str, repeats: int = 7) -> str:
     spmd = gv.partition(prop)
     side = xla_cost.compare(f, args, spmd)
     agree = tuple(prop.outputs) == tuple(gv.xla.propagate_program(prog).outputs)
-    ours_t, ours_cpu, xla_t = _seconds(prog, f, args, prop, repeats)
+    ours_t, ours_cpu, xla_t, lower_t = _seconds(prog, f, args, prop, repeats)
     return (
         f"{name:<9}{len(prog.equations):>5} {_errors(spmd, f, args)} {str(agree):>6} "
         f"{side.ratio('wire_bytes'):>6.2f} {side.ratio('flops'):>6.3f} "
         f"{side.ratio('memory'):>6.3f} {ours_t * 1e3:>8.0f} {ours_cpu * 1e3:>8.0f} "
-        f"{xla_t * 1e3:>8.0f} "
+        f"{xla_t * 1e3:>8.0f} {lower_t * 1e3:>6.0f} "
         f"{ours_t / xla_t:>6.2f}   {side.text()}"
     )
 
@@ -95,7 +99,7 @@ def table() -> None:
     mesh = " x ".join(f"{axis}={n}" for axis, n in MESH.shape.items())
     print(f"keras-hub {VERSION} decoder models, 2 layers, mesh {mesh}; ours / XLA's per device")
     print("model     eqns max err XLA err  outs   bytes  FLOPs memory  ours ms  ours CPU  XLA ms"
-          "   time")  # fmt: skip
+          "  lower   time")  # fmt: skip
     for name in MODELS:
         print(row(name))
 

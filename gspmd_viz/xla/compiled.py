@@ -295,7 +295,15 @@ def compiled(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
 
 def lowered(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
     """`jax.jit(f)` with the given shardings on `mesh`'s devices, lowered for XLA (jax's
-    Lowered; XLA's partitioner runs when it is compiled).
+    Lowered; XLA's partitioner runs when it is compiled): `traced(...)`, lowered."""
+    return traced(
+        f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings
+    ).lower()
+
+
+def traced(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
+    """`jax.jit(f)` with the given shardings on `mesh`'s devices, traced to a jaxpr (jax's
+    Traced: `.lower()` makes XLA's input program, as gv.trace makes ours).
 
     jax.jit needs boundary shardings that split their arrays evenly; XLA pads only inside a
     program. So an uneven input pin arrives replicated and is constrained first (a free local
@@ -320,7 +328,7 @@ def lowered(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None):
     def pinned(*a):
         return _constrain_uneven(f(*_constrain_uneven(a, ins, pad=False)), outs, pad=True)
 
-    return jax.jit(pinned, **kwargs).lower(*args)
+    return jax.jit(pinned, **kwargs).trace(*args)
 
 
 def collectives(f, *args, mesh: Mesh, in_shardings=None, out_shardings=None) -> list[Collective]:
