@@ -232,6 +232,8 @@ class Propagator:
         tensor settles its own conflicts: its factors take their wanted axes in claim order,
         around the axes its other factors hold."""
         cur = self.spec[t.value]
+        if self.holds_already(t, rule, wanted):
+            return cur, [], []
         used = {a for axes in cur for a in axes}
         fa, held, mine = {}, self.holdings(rule, t), t.mine
         for f, (axes, src) in wanted.items():
@@ -259,6 +261,15 @@ class Propagator:
             new.append(cur[d] + (_prefix_free(axes[len(cur[d]) :], used) if ok else ()))
             used |= set(new[-1])
         return tuple(new), factors, sources
+
+    def holds_already(self, t, rule, wanted) -> bool:
+        """Whether every factor of t's wanted axes are a prefix of what t gives it now: then
+        each dim's proposal is a prefix of its current axes, and t keeps its spec."""
+        held, mine = self.held_now(rule, t), t.mine
+        for f, (axes, _) in wanted.items():
+            if axes and f in mine and held.get(f, ())[: len(axes)] != axes:
+                return False
+        return True
 
     def open_dims(self, v: Value):
         """The dims propagation may refine: all of an unannotated value's, and the dims an
