@@ -210,20 +210,23 @@ class Propagator:
         tensor they share (the equation's split, `settled`); `skip`: tensors not read."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.held_now(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
-        merged, order = {}, {}
+        merged, order, elementwise = {}, {}, self.categories[i] == "pass-through"
         for f, factor in enumerate(rule.factors):
             cands = [h[f] for _, h in held if f in h]
             # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
             waits = factor.kind == "need_replication" or (pass_only and factor.kind != "pass")
-            if cands and not waits:
-                axes = self.merge(eqn, rule, f, cands)
-                k, src = _source(held, f, axes)
-                most = -self._shards(axes) if self.categories[i] == "pass-through" else 0
-                order[f] = (-src.size, most, k, f) if axes else (0, 0, len(held), f)
-                if split:  # minus the axes other factors hold in a tensor that has f too
-                    others = (_held_by_others(h, f) for _, h in held if f in h)
-                    axes = _prefix_free(axes, set().union(*others))
-                merged[f] = (axes, src)
+            if waits or not cands:
+                continue
+            axes = self.merge(eqn, rule, f, cands) if any(cands) else ()
+            if not axes:  # last in claim order, and no source: no tensor takes axes from it
+                merged[f], order[f] = ((), None), (0, 0, len(held), f)
+                continue
+            k, src = _source(held, f, axes)
+            order[f] = (-src.size, -self._shards(axes) if elementwise else 0, k, f)
+            if split:  # minus the axes other factors hold in a tensor that has f too
+                others = (_held_by_others(h, f) for _, h in held if f in h)
+                axes = _prefix_free(axes, set().union(*others))
+            merged[f] = (axes, src)
         return {f: merged[f] for f in sorted(merged, key=order.get)}
 
     # --- writing them back ----------------------------------------------------------------
