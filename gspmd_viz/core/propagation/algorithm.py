@@ -80,14 +80,18 @@ def _source(held, f: int, axes) -> tuple[int, object]:
 
 
 class _Tensor:
-    """One operand or result of an equation, as the propagation sees it."""
+    """One operand or result of an equation, as the propagation sees it: `slot`, its value's
+    place in Propagator.specs; `opened`, the dims propagation may refine; `closed`, fixed
+    with none open."""
 
-    __slots__ = ("value", "factors", "is_result", "size", "mine", "read_from", "held")
+    __slots__ = ("value", "slot", "factors", "is_result", "size", "mine", "opened", "closed")
+    __slots__ += ("read_from", "held")
 
-    def __init__(self, value, factors, is_result):
-        self.value, self.factors, self.is_result = value, factors, is_result
+    def __init__(self, value, factors, is_result, slot, opened, fixed):
+        self.value, self.factors, self.is_result, self.slot = value, factors, is_result, slot
         self.mine = frozenset(f for fs in factors for f in fs)  # the factors it has
         self.size = math.prod(value.shape)
+        self.opened, self.closed = opened, fixed and not opened
         self.read_from, self.held = None, {}  # the spec `held` was read off (Propagator.holdings)
 
 
@@ -96,9 +100,10 @@ class Propagator:
         self.program, self.mesh, self.size = program, mesh, mesh.shape
         self.user = dict(annotations)
         self.fixed = with_constrained_producers(program, annotations)
-        self.spec: dict[Value, Spec] = {v: ((),) * v.ndim for v in program.values}
+        self.slot = {v: k for k, v in enumerate(program.values)}  # value -> its place in specs
+        self.specs: list[Spec] = [((),) * v.ndim for v in program.values]
         for v, s in self.fixed.items():
-            self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
+            self.specs[self.slot[v]] = tuple(s.dim_axes(d) for d in range(v.ndim))
         eqns = program.equations
         self.rules = [rule_for(e) for e in eqns]
         self.categories = [category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
@@ -115,13 +120,16 @@ class Propagator:
         self.kinds = self._kinds()
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
-        self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`sharding`)
+        self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`layout`)
 
-    @staticmethod
-    def _tensors(eqn, rule) -> list[_Tensor]:
+    def _tensors(self, eqn, rule) -> list[_Tensor]:
         pairs = [(v, t, False) for v, t in zip(eqn.inputs, rule.operands, strict=True)]
         pairs += [(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
-        return [_Tensor(*p) for p in pairs if isinstance(p[0], Value)]
+        return [
+            _Tensor(v, t, result, self.slot[v], self.open_dims(v), v in self.fixed)
+            for v, t, result in pairs
+            if isinstance(v, Value)
+        ]
 
     def _shards(self, axes) -> int:
         return math.prod([self.size[a] for a in axes]) if axes else 1
@@ -134,17 +142,11 @@ class Propagator:
         kinds = []
         for i, ts in enumerate(self.tensors):
             values = [t.value for t in ts]
-            shape = tuple(
-                (t.factors, t.is_result, t.size, self._closed(t), tuple(self.open_dims(t.value)))
-                for t in ts
-            )
+            shape = tuple((t.factors, t.is_result, t.size, t.closed, tuple(t.opened)) for t in ts)
             same = tuple(values.index(v) for v in values)
             key = (self.rules[i], self.categories[i], self.narrow[i], shape, same)
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
-
-    def _closed(self, t) -> bool:
-        return t.value in self.fixed and not self.program.open_dims.get(t.value)
 
     # --- reading factor shardings off tensors ---------------------------------------------
     def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
@@ -170,7 +172,7 @@ class Propagator:
     def held_now(self, rule, t) -> dict[int, tuple[str, ...]]:
         """holdings, not to be edited: read again only when t's spec changed (a write
         replaces the spec, never edits it)."""
-        spec = self.spec[t.value]
+        spec = self.specs[t.slot]
         if t.read_from is not spec:
             held = {}
             for d, fs in enumerate(t.factors):
@@ -234,7 +236,7 @@ class Propagator:
         """The spec the factors give tensor t (refining its current spec), and why. The
         tensor settles its own conflicts: its factors take their wanted axes in claim order,
         around the axes its other factors hold."""
-        cur = self.spec[t.value]
+        cur = self.specs[t.slot]
         if self.holds_already(t, rule, wanted):
             return cur, [], []
         used = {a for axes in cur for a in axes}
@@ -243,7 +245,7 @@ class Propagator:
             if f in mine:  # around the axes the tensor's other factors hold (or just took)
                 held[f] = _prefix_free(axes, _held_by_others(held, f))
                 fa[f] = (held[f], (src,))
-        new, factors, sources, opened = [], [], [], self.open_dims(t.value)
+        new, factors, sources, opened = [], [], [], t.opened
         for d, fs in enumerate(t.factors):
             if fa.keys().isdisjoint(fs):  # no factor of the dim takes axes: it keeps its own
                 new.append(cur[d])
@@ -292,13 +294,13 @@ class Propagator:
         pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
         return ways, pass_only, skip, bool(narrow) and priority == 0
 
-    def visit(self, i: int, priority: int) -> list[Value]:
+    def visit(self, i: int, priority: int) -> list[int]:
         """Equation i's factors written back to its results, then its operands (in the
-        directions the priority allows); the values that changed. A visit that would do what
-        the equation's last visit did, on the same specs, changed nothing then and would
-        change nothing now (its conflicts are noted already): skipped."""
-        spec = self.spec
-        specs = tuple([spec[t.value] for t in self.tensors[i]])
+        directions the priority allows); the slots of the values that changed. A visit that
+        would do what the equation's last visit did, on the same specs, changed nothing then
+        and would change nothing now (its conflicts are noted already): skipped."""
+        now = self.specs
+        specs = tuple([now[t.slot] for t in self.tensors[i]])
         if not any(map(any, specs)):
             return []  # no tensor of it holds a mesh axis: nothing to hand on
         how = self.hows.get((i, priority))
@@ -310,8 +312,8 @@ class Propagator:
         self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed
         return changed
 
-    def write_back(self, i: int, priority: int, how: tuple, specs: tuple) -> list[Value]:
-        """Equation i's factors written to the tensors `how` lets it write; the values changed.
+    def write_back(self, i: int, priority: int, how: tuple, specs: tuple) -> list[int]:
+        """Equation i's factors written to the tensors `how` lets it write; the slots changed.
         What an equation of the same kind did on the same specs is done again (its conflicts
         noted, its writes made), not worked out again."""
         key = (self.kinds[i], how, specs)
@@ -319,15 +321,15 @@ class Propagator:
             self.raised = []
             writes = self.worked_out(i, priority, how)
             self.made[key] = (tuple(self.raised), writes)
-            return [self.tensors[i][w[1]].value for w in writes]
+            return [self.tensors[i][w[1]].slot for w in writes]
         raised, writes = self.made[key]
         eqn, tensors = self.program.equations[i], self.tensors[i]
         for conflict in raised:
             self.note_conflict(eqn, *conflict)
         for direction, k, new, factors, sources in writes:
             why = (factors, [tensors[s].value for s in sources])
-            self.write((priority, i, direction), tensors[k].value, new, why)
-        return [tensors[w[1]].value for w in writes]
+            self.write((priority, i, direction), tensors[k], new, why)
+        return [tensors[w[1]].slot for w in writes]
 
     def worked_out(self, i: int, priority: int, how: tuple) -> tuple:
         """write_back worked out: its writes, each (direction, tensor, spec, factors, source
@@ -338,34 +340,31 @@ class Propagator:
         for direction in ways:
             for k, t in enumerate(self.tensors[i]):
                 waits = k in self.narrow[i] and narrow_waits  # a broadcast's operand takes from 1
-                if t.is_result == (direction == "forward") and not (self._closed(t) or waits):
+                if t.is_result == (direction == "forward") and not (t.closed or waits):
                     new, factors, sources = self.proposal(t, self.rules[i], wanted)
-                    if new != self.spec[t.value]:
+                    if new != self.specs[t.slot]:
                         why = (factors, [s.value for s in sources])
-                        self.write((priority, i, direction), t.value, new, why)
+                        self.write((priority, i, direction), t, new, why)
                         sources = tuple(place[id(s)] for s in sources)
                         writes.append((direction, k, new, tuple(factors), sources))
         return tuple(writes)
 
-    def write(self, where: tuple, v: Value, new: Spec, why: tuple) -> None:
-        """Give v the spec `new`, recorded as a PropagationStep at `where` (priority, equation,
-        direction) with `why` (the factors that carried the axes, their source tensors)."""
+    def write(self, where: tuple, t: _Tensor, new: Spec, why: tuple) -> None:
+        """Give tensor t the spec `new`, recorded as a PropagationStep at `where` (priority,
+        equation, direction) with `why` (the factors that carried the axes, their source
+        values)."""
         priority, i, direction = where
-        before = self.sharding(v)
-        self.spec[v] = new
+        before, after = self.layout(self.specs[t.slot]), self.layout(new)
+        self.specs[t.slot] = new
         factors, sources = (tuple(dict.fromkeys(w)) for w in why)
         primitive = self.program.equations[i].primitive
-        self.steps.append(
-            PropagationStep(
-                priority, i, primitive, direction, v, before, self.sharding(v), factors, sources
-            )
-        )
+        step = (priority, i, primitive, direction, t.value, before, after, factors, sources)
+        self.steps.append(PropagationStep(*step))
 
-    def sharding(self, v: Value) -> Sharding:
-        """v's sharding now, one object per spec (`layouts`): steps record two per write, and
-        the partitioner compares and hashes them thousands of times (the same object is equal
-        at once)."""
-        spec = self.spec[v]
+    def layout(self, spec: Spec) -> Sharding:
+        """The Sharding of a spec, one object per spec (`layouts`): steps record two per write,
+        and the partitioner compares and hashes them thousands of times (the same object is
+        equal at once)."""
         found = self.layouts.get(spec)
         if found is None:
             found = self.layouts[spec] = Sharding.of_axes(self.mesh, spec)  # specs: canonical
@@ -375,18 +374,18 @@ class Propagator:
     def run(self) -> None:
         """Each priority to a fixed point, Shardy's way: equations in program order, and an
         equation touching a value that just changed is visited again at once (a stack)."""
-        touching: dict[Value, list[int]] = {}
+        touching: list[list[int]] = [[] for _ in self.specs]  # slot -> equations touching it
         for i, ts in enumerate(self.tensors):
             for t in ts:
-                touching.setdefault(t.value, []).append(i)
+                touching[t.slot].append(i)
         for priority in range(len(PRIORITIES)):
             stack = list(reversed(range(len(self.rules))))
             waiting = set(stack)
             while stack:
                 i = stack.pop()
                 waiting.discard(i)
-                for v in self.visit(i, priority):
-                    for j in touching[v]:
+                for slot in self.visit(i, priority):
+                    for j in touching[slot]:
                         if j not in waiting:
                             stack.append(j)
                             waiting.add(j)
@@ -395,7 +394,7 @@ class Propagator:
         """Every factor of equation i -> the axes it settled on (() when it holds none): in
         claim order, each keeps the prefix of its axes no earlier factor holds. Worked out
         once per kind of equation and specs of its tensors (`settled_made`)."""
-        key = (self.kinds[i], tuple(self.spec[t.value] for t in self.tensors[i]))
+        key = (self.kinds[i], tuple([self.specs[t.slot] for t in self.tensors[i]]))
         found = self.settled_made.get(key)
         if found is None:
             found = self.settled_made[key] = self._settled(i)
@@ -421,7 +420,7 @@ class Propagator:
             unknown_primitives=tuple(sorted(unknown)),
             rules=tuple(self.rules),
             settled=tuple(self.settled(i) for i in range(len(self.rules))),
-            shardings={v: self.sharding(v) for v in program.values},
+            shardings={v: self.layout(self.specs[k]) for k, v in enumerate(program.values)},
         )
 
 
