@@ -1,6 +1,7 @@
 """Propagation's shortcuts in the visit itself (algorithm.Propagator) give what working
 everything out gives: a tensor whose every factor's wanted axes are a prefix of what it holds
-keeps its spec without a proposal being worked out (`holds_already`).
+keeps its spec without a proposal being worked out (`holds_already`); equations of a kind
+share one category and narrow operands, worked out once (`_categories`).
 The reference is the propagation with every shortcut off (these, and the reuse of
 tests/test_propagation_reuse.py): its steps, conflicts, settled splits and shardings must be
 the same, on the zoo, the keras-hub models and random programs (tests/fuzz_programs.py)."""
@@ -12,6 +13,8 @@ from library_models import MODELS, build
 
 import gspmd_viz as gv
 from gspmd_viz.core.propagation import algorithm
+from gspmd_viz.core.propagation.record import category, narrow_operands, user_annotations
+from gspmd_viz.core.rules.registry import rule_for
 from gspmd_viz.zoo import examples
 
 SLOW = HealthCheck.too_slow
@@ -39,6 +42,16 @@ def worked_out_in_full(prog):
 
 def assert_same_as_reference(prog):
     assert _record(gv.propagate(prog)) == _record(worked_out_in_full(prog))
+    assert_categories_are_each_equations_own(prog)
+
+
+def assert_categories_are_each_equations_own(prog):
+    p = algorithm.Propagator(prog, prog.mesh, user_annotations(prog, prog.mesh, None))
+    for i, e in enumerate(prog.equations):
+        kind = category(rule_for(e), e)
+        factors = [t.factors for t in p.tensors[i]]
+        narrow = narrow_operands(factors, rule_for(e)) if kind == "broadcasting" else set()
+        assert (p.categories[i], p.narrow[i]) == (kind, narrow), e
 
 
 @pytest.mark.parametrize("name", sorted(examples.ZOO))

@@ -89,10 +89,10 @@ class _Tensor:
 
     def __init__(self, value, factors, is_result, slot, opened, fixed):
         self.value, self.factors, self.is_result, self.slot = value, factors, is_result, slot
-        self.mine = frozenset(f for fs in factors for f in fs)  # the factors it has
+        self.mine = frozenset(sum(factors, ()))  # the factors it has
         self.size = math.prod(value.shape)
         self.opened, self.closed = opened, fixed and not opened
-        self.read_from, self.held = None, {}  # the spec `held` was read off (Propagator.holdings)
+        self.read_from = self.held = None  # the spec `held` was read off (Propagator.held_now)
 
 
 class Propagator:
@@ -106,47 +106,61 @@ class Propagator:
             self.specs[self.slot[v]] = tuple(s.dim_axes(d) for d in range(v.ndim))
         eqns = program.equations
         self.rules = [rule_for(e) for e in eqns]
-        self.categories = [category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
-        self.narrow = [
-            frozenset(narrow_operands([t.factors for t in ts], r) if c == "broadcasting" else ())
-            for ts, r, c in zip(self.tensors, self.rules, self.categories, strict=True)
-        ]
+        self.kinds = self._kinds()
+        self.categories, self.narrow = self._categories()
         self.steps: list[PropagationStep] = []
         self.conflicts: list[str] = []
         self.raised: list[tuple] = []  # (factor name, axes, axes) of each conflict met
         self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
         self.hows: dict[tuple, tuple] = {}  # (equation, priority) -> how
-        self.kinds = self._kinds()
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
         self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`layout`)
 
     def _tensors(self, eqn, rule) -> list[_Tensor]:
+        """Its operands and results that are values. Propagation may refine every dim of an
+        unannotated value, and the dims an annotation leaves open (P.UNCONSTRAINED, the dim
+        jax.vmap adds)."""
         pairs = [(v, t, False) for v, t in zip(eqn.inputs, rule.operands, strict=True)]
         pairs += [(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
-        return [
-            _Tensor(v, t, result, self.slot[v], self.open_dims(v), v in self.fixed)
-            for v, t, result in pairs
-            if isinstance(v, Value)
-        ]
+        tensors, fixed = [], self.fixed
+        for v, factors, result in pairs:
+            if isinstance(v, Value):
+                pinned = v in fixed
+                opened = self.program.open_dims.get(v, ()) if pinned else range(v.ndim)
+                tensors.append(_Tensor(v, factors, result, self.slot[v], opened, pinned))
+        return tensors
 
     def _shards(self, axes) -> int:
         return math.prod([self.size[a] for a in axes]) if axes else 1
 
     def _kinds(self) -> list[int]:
         """Per equation, a number shared by equations a visit cannot tell apart on the same
-        specs (transformer layers repeat): rule, category, narrow operands, and per tensor its
-        factors, side, size, whether it is closed or its open dims, which value it shares."""
+        specs (transformer layers repeat): rule, and per tensor its factors, side, size,
+        whether it is closed or its open dims, which value it shares."""
         numbers: dict[tuple, int] = {}
         kinds = []
-        for i, ts in enumerate(self.tensors):
-            values = [t.value for t in ts]
-            shape = tuple((t.factors, t.is_result, t.size, t.closed, tuple(t.opened)) for t in ts)
-            same = tuple(values.index(v) for v in values)
-            key = (self.rules[i], self.categories[i], self.narrow[i], shape, same)
+        for rule, ts in zip(self.rules, self.tensors, strict=True):
+            slots = [t.slot for t in ts]
+            shape = tuple([(t.factors, t.is_result, t.size, t.closed, tuple(t.opened)) for t in ts])
+            key = (rule, shape, tuple([slots.index(k) for k in slots]))
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
+
+    def _categories(self) -> tuple[list, list]:
+        """Per equation its category and narrow operands, worked out once per kind: both read
+        only the rule and which factors each tensor has, and equations of a kind share those."""
+        found: dict[int, tuple] = {}
+        for i, kind in enumerate(self.kinds):
+            if kind not in found:
+                rule, ts = self.rules[i], self.tensors[i]
+                c = category(rule, self.program.equations[i])
+                narrow = (
+                    narrow_operands([t.factors for t in ts], rule) if c == "broadcasting" else ()
+                )
+                found[kind] = (c, frozenset(narrow))
+        return [found[k][0] for k in self.kinds], [found[k][1] for k in self.kinds]
 
     # --- reading factor shardings off tensors ---------------------------------------------
     def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
@@ -275,13 +289,6 @@ class Propagator:
             if axes and f in mine and held.get(f, ())[: len(axes)] != axes:
                 return False
         return True
-
-    def open_dims(self, v: Value):
-        """The dims propagation may refine: all of an unannotated value's, and the dims an
-        annotation leaves open (P.UNCONSTRAINED, the dim jax.vmap adds)."""
-        if v in self.fixed:
-            return self.program.open_dims.get(v, ())
-        return range(v.ndim)
 
     def how(self, i: int, priority: int) -> tuple:
         """What a visit of equation i at `priority` does, as far as it differs between
