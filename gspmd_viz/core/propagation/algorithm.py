@@ -73,10 +73,13 @@ def _held_by_others(holdings: dict, f: int) -> set[str]:
 
 def _source(held, f: int, axes) -> tuple[int, object]:
     """(position, tensor) of factor f's source among an equation's (tensor, holdings): the
-    biggest tensor holding all of `axes` on f, the earliest on a tie (Shardy's
+    biggest tensor holding all of `axes` (not empty) on f, the earliest on a tie (Shardy's
     getFactorToSourceTensor)."""
-    holders = [(k, t) for k, (t, h) in enumerate(held) if f in h and h[f][: len(axes)] == axes]
-    return min(holders, key=lambda kt: (-kt[1].size, kt[0]))
+    n, found = len(axes), None
+    for k, (t, h) in enumerate(held):
+        if h.get(f, ())[:n] == axes and (found is None or t.size > found[1].size):
+            found = (k, t)
+    return found
 
 
 class _Tensor:
@@ -220,30 +223,29 @@ class Propagator:
             self.conflicts.append(note)
 
     def wanted(self, i: int, pass_only=False, split=False, skip=frozenset()) -> dict:
-        """factor -> (axes, source tensor) for equation i, in claim order (Shardy's: the bigger
-        source tensor first, then the earlier one in the equation); `pass_only`: only pass
-        factors carry axes; `split`: each factor minus the axes another factor holds in a
-        tensor they share (the equation's split, `settled`); `skip`: tensors not read."""
+        """factor -> (axes, source tensor) for equation i's factors that get axes, in claim
+        order (Shardy's: the bigger source tensor first, then the earlier one in the
+        equation); `pass_only`: only pass factors carry axes; `split`: each factor minus the
+        axes another factor holds in a tensor they share (the equation's split, `settled`);
+        `skip`: tensors not read. A factor that gets no axes would claim last and take
+        nothing: it is left out."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.held_now(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
-        merged, order, elementwise = {}, {}, self.categories[i] == "pass-through"
+        claims, elementwise = [], self.categories[i] == "pass-through"
         for f, factor in enumerate(rule.factors):
-            cands = [h[f] for _, h in held if f in h]
             # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
-            waits = factor.kind == "need_replication" or (pass_only and factor.kind != "pass")
-            if waits or not cands:
+            if factor.kind == "need_replication" or (pass_only and factor.kind != "pass"):
                 continue
+            cands = [h[f] for _, h in held if f in h]
             axes = self.merge(eqn, rule, f, cands) if any(cands) else ()
-            if not axes:  # last in claim order, and no source: no tensor takes axes from it
-                merged[f], order[f] = ((), None), (0, 0, len(held), f)
-                continue
-            k, src = _source(held, f, axes)
-            order[f] = (-src.size, -self._shards(axes) if elementwise else 0, k, f)
-            if split:  # minus the axes other factors hold in a tensor that has f too
-                others = (_held_by_others(h, f) for _, h in held if f in h)
-                axes = _prefix_free(axes, set().union(*others))
-            merged[f] = (axes, src)
-        return {f: merged[f] for f in sorted(merged, key=order.get)}
+            if axes:
+                (k, src), most = _source(held, f, axes), -self._shards(axes) if elementwise else 0
+                if split:  # minus the axes other factors hold in a tensor that has f too
+                    others = (_held_by_others(h, f) for _, h in held if f in h)
+                    axes = _prefix_free(axes, set().union(*others))
+                claims.append((-src.size, most, k, f, axes, src))
+        claims.sort(key=lambda c: c[:4])
+        return {c[3]: (c[4], c[5]) for c in claims}
 
     # --- writing them back ----------------------------------------------------------------
     def proposal(self, t, rule, wanted) -> tuple[Spec, list, list]:
