@@ -115,8 +115,7 @@ class Propagator:
         self.steps: list[PropagationStep] = []
         self.conflicts: list[str] = []
         self.raised: list[tuple] = []  # (factor name, axes, axes) of each conflict met
-        self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
-        self.hows: dict[tuple, tuple] = {}  # (equation, priority) -> how
+        self.quiet: dict[int, tuple] = {}  # equation -> how it was last visited, till it changes
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
         self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`layout`)
@@ -303,23 +302,28 @@ class Propagator:
         pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
         return ways, pass_only, skip, bool(narrow) and priority == 0
 
-    def visit(self, i: int, priority: int) -> list[int]:
+    def hows_at(self, priority: int) -> list[tuple]:
+        """Per equation, what a visit at `priority` does (`how`), worked out once per kind."""
+        found: dict[int, tuple] = {}
+        for i, kind in enumerate(self.kinds):
+            if kind not in found:
+                found[kind] = self.how(i, priority)
+        return [found[kind] for kind in self.kinds]
+
+    def visit(self, i: int, priority: int, how: tuple) -> list[int]:
         """Equation i's factors written back to its results, then its operands (in the
-        directions the priority allows); the slots of the values that changed. A visit that
-        would do what the equation's last visit did, on the same specs, changed nothing then
-        and would change nothing now (its conflicts are noted already): skipped."""
+        directions `how` allows); the slots of the values that changed. A visit that would
+        do what the equation's last visit did (`quiet`: the same how, and no tensor of it
+        changed since) would change nothing, as that one did (its conflicts are noted
+        already): skipped."""
+        if self.quiet.get(i) == how:
+            return []
+        self.quiet[i] = how  # dropped (`run`) when a tensor of the equation changes
         now = self.specs
         specs = tuple([now[t.slot] for t in self.tensors[i]])
-        if not any(map(any, specs)):
-            return []  # no tensor of it holds a mesh axis: nothing to hand on
-        how = self.hows.get((i, priority))
-        if how is None:  # worked out once per equation and priority
-            how = self.hows[i, priority] = self.how(i, priority)
-        if not how[0] or self.quiet.get(i) == (how, specs):  # no direction: nothing written
-            return []
-        changed = self.write_back(i, priority, how, specs)
-        self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed
-        return changed
+        if not how[0] or not any(map(any, specs)):
+            return []  # no direction, or no tensor of it holds a mesh axis to hand on
+        return self.write_back(i, priority, how, specs)
 
     def write_back(self, i: int, priority: int, how: tuple, specs: tuple) -> list[int]:
         """Equation i's factors written to the tensors `how` lets it write; the slots changed.
@@ -388,13 +392,15 @@ class Propagator:
             for t in ts:
                 touching[t.slot].append(i)
         for priority in range(len(PRIORITIES)):
+            hows = self.hows_at(priority)
             stack = list(reversed(range(len(self.rules))))
             waiting = set(stack)
             while stack:
                 i = stack.pop()
                 waiting.discard(i)
-                for slot in self.visit(i, priority):
+                for slot in self.visit(i, priority, hows[i]):
                     for j in touching[slot]:
+                        self.quiet.pop(j, None)
                         if j not in waiting:
                             stack.append(j)
                             waiting.add(j)
