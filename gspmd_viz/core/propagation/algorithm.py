@@ -103,10 +103,11 @@ class Propagator:
         self.program, self.mesh, self.size = program, mesh, mesh.shape
         self.user = dict(annotations)
         self.fixed = with_constrained_producers(program, annotations)
-        self.slot = {v: k for k, v in enumerate(program.values)}  # value -> its place in specs
+        self.slot = {v.id: k for k, v in enumerate(program.values)}  # value id -> place in specs
         self.specs: list[Spec] = [((),) * v.ndim for v in program.values]
         for v, s in self.fixed.items():
-            self.specs[self.slot[v]] = tuple(s.dim_axes(d) for d in range(v.ndim))
+            self.specs[self.slot[v.id]] = tuple(s.dim_axes(d) for d in range(v.ndim))
+        self.pinned = {self.slot[v.id] for v in self.fixed}  # the slots of fixed values
         eqns = program.equations
         self.rules = [rule_for(e) for e in eqns]
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
@@ -124,14 +125,16 @@ class Propagator:
         """Its operands and results that are values. Propagation may refine every dim of an
         unannotated value, and the dims an annotation leaves open (P.UNCONSTRAINED, the dim
         jax.vmap adds)."""
-        pairs = [(v, t, False) for v, t in zip(eqn.inputs, rule.operands, strict=True)]
-        pairs += [(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
-        tensors, fixed = [], self.fixed
-        for v, factors, result in pairs:
-            if isinstance(v, Value):
-                pinned = v in fixed
-                opened = self.program.open_dims.get(v, ()) if pinned else range(v.ndim)
-                tensors.append(_Tensor(v, factors, result, self.slot[v], opened, pinned))
+        tensors, slot, pinned = [], self.slot, self.pinned
+        for values, factor_lists, result in (
+            (eqn.inputs, rule.operands, False),
+            (eqn.outputs, rule.results, True),
+        ):
+            for v, factors in zip(values, factor_lists, strict=True):
+                if isinstance(v, Value):
+                    k = slot[v.id]
+                    opened = self.program.open_dims.get(v, ()) if k in pinned else range(v.ndim)
+                    tensors.append(_Tensor(v, factors, result, k, opened, k in pinned))
         return tensors
 
     def _shards(self, axes) -> int:
@@ -145,7 +148,7 @@ class Propagator:
         kinds = []
         for rule, ts in zip(self.rules, self.tensors, strict=True):
             slots = [t.slot for t in ts]
-            shape = tuple([(t.factors, t.is_result, t.size, t.closed, tuple(t.opened)) for t in ts])
+            shape = tuple([(t.factors, t.is_result, t.size, t.closed, t.opened) for t in ts])
             key = (rule, shape, tuple([slots.index(k) for k in slots]))
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
