@@ -286,11 +286,11 @@ class Propagator:
         return tuple(new), factors, sources
 
     def holds_already(self, t, rule, wanted) -> bool:
-        """Whether every factor of t's wanted axes are a prefix of what t gives it now: then
-        each dim's proposal is a prefix of its current axes, and t keeps its spec."""
+        """Whether, for every factor of t, the axes it wants are a prefix of those t gives it
+        now: then each dim's proposal is a prefix of its current axes, and t keeps its spec."""
         held, mine = self.held_now(rule, t), t.mine
         for f, (axes, _) in wanted.items():
-            if axes and f in mine and held.get(f, ())[: len(axes)] != axes:
+            if f in mine and held.get(f, ())[: len(axes)] != axes:
                 return False
         return True
 
