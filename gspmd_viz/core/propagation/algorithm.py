@@ -73,22 +73,29 @@ def _held_by_others(holdings: dict, f: int) -> set[str]:
 
 def _source(held, f: int, axes) -> tuple[int, object]:
     """(position, tensor) of factor f's source among an equation's (tensor, holdings): the
-    biggest tensor holding all of `axes` on f, the earliest on a tie (Shardy's
+    biggest tensor holding all of `axes` (not empty) on f, the earliest on a tie (Shardy's
     getFactorToSourceTensor)."""
-    holders = [(k, t) for k, (t, h) in enumerate(held) if f in h and h[f][: len(axes)] == axes]
-    return min(holders, key=lambda kt: (-kt[1].size, kt[0]))
+    n, found = len(axes), None
+    for k, (t, h) in enumerate(held):
+        if h.get(f, ())[:n] == axes and (found is None or t.size > found[1].size):
+            found = (k, t)
+    return found
 
 
 class _Tensor:
-    """One operand or result of an equation, as the propagation sees it."""
+    """One operand or result of an equation, as the propagation sees it: `slot`, its value's
+    place in Propagator.specs; `opened`, the dims propagation may refine; `closed`, fixed
+    with none open."""
 
-    __slots__ = ("value", "factors", "is_result", "size", "mine", "read_from", "held")
+    __slots__ = ("value", "slot", "factors", "is_result", "size", "mine", "opened", "closed")
+    __slots__ += ("read_from", "held")
 
-    def __init__(self, value, factors, is_result):
-        self.value, self.factors, self.is_result = value, factors, is_result
-        self.mine = frozenset(f for fs in factors for f in fs)  # the factors it has
+    def __init__(self, value, factors, is_result, slot, opened, fixed):
+        self.value, self.factors, self.is_result, self.slot = value, factors, is_result, slot
+        self.mine = frozenset(sum(factors, ()))  # the factors it has
         self.size = math.prod(value.shape)
-        self.read_from, self.held = None, {}  # the spec `held` was read off (Propagator.holdings)
+        self.opened, self.closed = opened, fixed and not opened
+        self.read_from = self.held = None  # the spec `held` was read off (Propagator.held_now)
 
 
 class Propagator:
@@ -96,55 +103,69 @@ class Propagator:
         self.program, self.mesh, self.size = program, mesh, mesh.shape
         self.user = dict(annotations)
         self.fixed = with_constrained_producers(program, annotations)
-        self.spec: dict[Value, Spec] = {v: ((),) * v.ndim for v in program.values}
+        self.slot = {v.id: k for k, v in enumerate(program.values)}  # value id -> place in specs
+        self.specs: list[Spec] = [((),) * v.ndim for v in program.values]
         for v, s in self.fixed.items():
-            self.spec[v] = tuple(s.dim_axes(d) for d in range(v.ndim))
+            self.specs[self.slot[v.id]] = tuple(s.dim_axes(d) for d in range(v.ndim))
+        self.pinned = {self.slot[v.id] for v in self.fixed}  # the slots of fixed values
         eqns = program.equations
         self.rules = [rule_for(e) for e in eqns]
-        self.categories = [category(r, e) for r, e in zip(self.rules, eqns, strict=True)]
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
-        self.narrow = [
-            frozenset(narrow_operands([t.factors for t in ts], r) if c == "broadcasting" else ())
-            for ts, r, c in zip(self.tensors, self.rules, self.categories, strict=True)
-        ]
+        self.kinds = self._kinds()
+        self.categories, self.narrow = self._categories()
         self.steps: list[PropagationStep] = []
         self.conflicts: list[str] = []
         self.raised: list[tuple] = []  # (factor name, axes, axes) of each conflict met
-        self.quiet: dict[int, tuple] = {}  # equation -> (how, its tensors' specs) when last idle
-        self.hows: dict[tuple, tuple] = {}  # (equation, priority) -> how
-        self.kinds = self._kinds()
+        self.quiet: dict[int, tuple] = {}  # equation -> how it was last visited, till it changes
         self.made: dict[tuple, tuple] = {}  # (kind, how, specs) -> what write_back did
         self.settled_made: dict[tuple, dict] = {}  # (kind, specs) -> the equation's split
-        self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`sharding`)
+        self.layouts: dict[Spec, Sharding] = {}  # spec -> its Sharding (`layout`)
 
-    @staticmethod
-    def _tensors(eqn, rule) -> list[_Tensor]:
-        pairs = [(v, t, False) for v, t in zip(eqn.inputs, rule.operands, strict=True)]
-        pairs += [(v, t, True) for v, t in zip(eqn.outputs, rule.results, strict=True)]
-        return [_Tensor(*p) for p in pairs if isinstance(p[0], Value)]
+    def _tensors(self, eqn, rule) -> list[_Tensor]:
+        """Its operands and results that are values. Propagation may refine every dim of an
+        unannotated value, and the dims an annotation leaves open (P.UNCONSTRAINED, the dim
+        jax.vmap adds)."""
+        tensors, slot, pinned = [], self.slot, self.pinned
+        for values, factor_lists, result in (
+            (eqn.inputs, rule.operands, False),
+            (eqn.outputs, rule.results, True),
+        ):
+            for v, factors in zip(values, factor_lists, strict=True):
+                if isinstance(v, Value):
+                    k = slot[v.id]
+                    opened = self.program.open_dims.get(v, ()) if k in pinned else range(v.ndim)
+                    tensors.append(_Tensor(v, factors, result, k, opened, k in pinned))
+        return tensors
 
     def _shards(self, axes) -> int:
         return math.prod([self.size[a] for a in axes]) if axes else 1
 
     def _kinds(self) -> list[int]:
         """Per equation, a number shared by equations a visit cannot tell apart on the same
-        specs (transformer layers repeat): rule, category, narrow operands, and per tensor its
-        factors, side, size, whether it is closed or its open dims, which value it shares."""
+        specs (transformer layers repeat): rule, and per tensor its factors, side, size,
+        whether it is closed or its open dims, which value it shares."""
         numbers: dict[tuple, int] = {}
         kinds = []
-        for i, ts in enumerate(self.tensors):
-            values = [t.value for t in ts]
-            shape = tuple(
-                (t.factors, t.is_result, t.size, self._closed(t), tuple(self.open_dims(t.value)))
-                for t in ts
-            )
-            same = tuple(values.index(v) for v in values)
-            key = (self.rules[i], self.categories[i], self.narrow[i], shape, same)
+        for rule, ts in zip(self.rules, self.tensors, strict=True):
+            slots = [t.slot for t in ts]
+            shape = tuple([(t.factors, t.is_result, t.size, t.closed, t.opened) for t in ts])
+            key = (rule, shape, tuple([slots.index(k) for k in slots]))
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
 
-    def _closed(self, t) -> bool:
-        return t.value in self.fixed and not self.program.open_dims.get(t.value)
+    def _categories(self) -> tuple[list, list]:
+        """Per equation its category and narrow operands, worked out once per kind: both read
+        only the rule and which factors each tensor has, and equations of a kind share those."""
+        found: dict[int, tuple] = {}
+        for i, kind in enumerate(self.kinds):
+            if kind not in found:
+                rule, ts = self.rules[i], self.tensors[i]
+                c = category(rule, self.program.equations[i])
+                narrow = (
+                    narrow_operands([t.factors for t in ts], rule) if c == "broadcasting" else ()
+                )
+                found[kind] = (c, frozenset(narrow))
+        return [found[k][0] for k in self.kinds], [found[k][1] for k in self.kinds]
 
     # --- reading factor shardings off tensors ---------------------------------------------
     def split_dim(self, axes, dim_factors, rule) -> dict[int, tuple[str, ...]]:
@@ -170,7 +191,7 @@ class Propagator:
     def held_now(self, rule, t) -> dict[int, tuple[str, ...]]:
         """holdings, not to be edited: read again only when t's spec changed (a write
         replaces the spec, never edits it)."""
-        spec = self.spec[t.value]
+        spec = self.specs[t.slot]
         if t.read_from is not spec:
             held = {}
             for d, fs in enumerate(t.factors):
@@ -204,41 +225,45 @@ class Propagator:
             self.conflicts.append(note)
 
     def wanted(self, i: int, pass_only=False, split=False, skip=frozenset()) -> dict:
-        """factor -> (axes, source tensor) for equation i, in claim order (Shardy's: the bigger
-        source tensor first, then the earlier one in the equation); `pass_only`: only pass
-        factors carry axes; `split`: each factor minus the axes another factor holds in a
-        tensor they share (the equation's split, `settled`); `skip`: tensors not read."""
+        """factor -> (axes, source tensor) for equation i's factors that get axes, in claim
+        order (Shardy's: the bigger source tensor first, then the earlier one in the
+        equation); `pass_only`: only pass factors carry axes; `split`: each factor minus the
+        axes another factor holds in a tensor they share (the equation's split, `settled`);
+        `skip`: tensors not read. A factor that gets no axes would claim last and take
+        nothing: it is left out."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.held_now(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
-        merged, order = {}, {}
+        claims, elementwise = [], self.categories[i] == "pass-through"
         for f, factor in enumerate(rule.factors):
-            cands = [h[f] for _, h in held if f in h]
             # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
-            waits = factor.kind == "need_replication" or (pass_only and factor.kind != "pass")
-            if cands and not waits:
-                axes = self.merge(eqn, rule, f, cands)
-                k, src = _source(held, f, axes)
-                most = -self._shards(axes) if self.categories[i] == "pass-through" else 0
-                order[f] = (-src.size, most, k, f) if axes else (0, 0, len(held), f)
+            if factor.kind == "need_replication" or (pass_only and factor.kind != "pass"):
+                continue
+            cands = [h[f] for _, h in held if f in h]
+            axes = self.merge(eqn, rule, f, cands) if any(cands) else ()
+            if axes:
+                (k, src), most = _source(held, f, axes), -self._shards(axes) if elementwise else 0
                 if split:  # minus the axes other factors hold in a tensor that has f too
                     others = (_held_by_others(h, f) for _, h in held if f in h)
                     axes = _prefix_free(axes, set().union(*others))
-                merged[f] = (axes, src)
-        return {f: merged[f] for f in sorted(merged, key=order.get)}
+                claims.append((-src.size, most, k, f, axes, src))
+        claims.sort(key=lambda c: c[:4])
+        return {c[3]: (c[4], c[5]) for c in claims}
 
     # --- writing them back ----------------------------------------------------------------
     def proposal(self, t, rule, wanted) -> tuple[Spec, list, list]:
         """The spec the factors give tensor t (refining its current spec), and why. The
         tensor settles its own conflicts: its factors take their wanted axes in claim order,
         around the axes its other factors hold."""
-        cur = self.spec[t.value]
+        cur = self.specs[t.slot]
+        if self.holds_already(t, rule, wanted):
+            return cur, [], []
         used = {a for axes in cur for a in axes}
         fa, held, mine = {}, self.holdings(rule, t), t.mine
         for f, (axes, src) in wanted.items():
             if f in mine:  # around the axes the tensor's other factors hold (or just took)
                 held[f] = _prefix_free(axes, _held_by_others(held, f))
                 fa[f] = (held[f], (src,))
-        new, factors, sources, opened = [], [], [], self.open_dims(t.value)
+        new, factors, sources, opened = [], [], [], t.opened
         for d, fs in enumerate(t.factors):
             if fa.keys().isdisjoint(fs):  # no factor of the dim takes axes: it keeps its own
                 new.append(cur[d])
@@ -260,12 +285,14 @@ class Propagator:
             used |= set(new[-1])
         return tuple(new), factors, sources
 
-    def open_dims(self, v: Value):
-        """The dims propagation may refine: all of an unannotated value's, and the dims an
-        annotation leaves open (P.UNCONSTRAINED, the dim jax.vmap adds)."""
-        if v in self.fixed:
-            return self.program.open_dims.get(v, ())
-        return range(v.ndim)
+    def holds_already(self, t, rule, wanted) -> bool:
+        """Whether, for every factor of t, the axes it wants are a prefix of those t gives it
+        now: then each dim's proposal is a prefix of its current axes, and t keeps its spec."""
+        held, mine = self.held_now(rule, t), t.mine
+        for f, (axes, _) in wanted.items():
+            if f in mine and held.get(f, ())[: len(axes)] != axes:
+                return False
+        return True
 
     def how(self, i: int, priority: int) -> tuple:
         """What a visit of equation i at `priority` does, as far as it differs between
@@ -278,26 +305,31 @@ class Propagator:
         pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
         return ways, pass_only, skip, bool(narrow) and priority == 0
 
-    def visit(self, i: int, priority: int) -> list[Value]:
-        """Equation i's factors written back to its results, then its operands (in the
-        directions the priority allows); the values that changed. A visit that would do what
-        the equation's last visit did, on the same specs, changed nothing then and would
-        change nothing now (its conflicts are noted already): skipped."""
-        spec = self.spec
-        specs = tuple([spec[t.value] for t in self.tensors[i]])
-        if not any(map(any, specs)):
-            return []  # no tensor of it holds a mesh axis: nothing to hand on
-        how = self.hows.get((i, priority))
-        if how is None:  # worked out once per equation and priority
-            how = self.hows[i, priority] = self.how(i, priority)
-        if not how[0] or self.quiet.get(i) == (how, specs):  # no direction: nothing written
-            return []
-        changed = self.write_back(i, priority, how, specs)
-        self.quiet[i] = (how, specs)  # stale (so never matched) once a spec changed
-        return changed
+    def hows_at(self, priority: int) -> list[tuple]:
+        """Per equation, what a visit at `priority` does (`how`), worked out once per kind."""
+        found: dict[int, tuple] = {}
+        for i, kind in enumerate(self.kinds):
+            if kind not in found:
+                found[kind] = self.how(i, priority)
+        return [found[kind] for kind in self.kinds]
 
-    def write_back(self, i: int, priority: int, how: tuple, specs: tuple) -> list[Value]:
-        """Equation i's factors written to the tensors `how` lets it write; the values changed.
+    def visit(self, i: int, priority: int, how: tuple) -> list[int]:
+        """Equation i's factors written back to its results, then its operands (in the
+        directions `how` allows); the slots of the values that changed. A visit that would
+        do what the equation's last visit did (`quiet`: the same how, and no tensor of it
+        changed since) would change nothing, as that one did (its conflicts are noted
+        already): skipped."""
+        if self.quiet.get(i) == how:
+            return []
+        self.quiet[i] = how  # dropped (`run`) when a tensor of the equation changes
+        now = self.specs
+        specs = tuple([now[t.slot] for t in self.tensors[i]])
+        if not how[0] or not any(map(any, specs)):
+            return []  # no direction, or no tensor of it holds a mesh axis to hand on
+        return self.write_back(i, priority, how, specs)
+
+    def write_back(self, i: int, priority: int, how: tuple, specs: tuple) -> list[int]:
+        """Equation i's factors written to the tensors `how` lets it write; the slots changed.
         What an equation of the same kind did on the same specs is done again (its conflicts
         noted, its writes made), not worked out again."""
         key = (self.kinds[i], how, specs)
@@ -305,15 +337,15 @@ class Propagator:
             self.raised = []
             writes = self.worked_out(i, priority, how)
             self.made[key] = (tuple(self.raised), writes)
-            return [self.tensors[i][w[1]].value for w in writes]
+            return [self.tensors[i][w[1]].slot for w in writes]
         raised, writes = self.made[key]
         eqn, tensors = self.program.equations[i], self.tensors[i]
         for conflict in raised:
             self.note_conflict(eqn, *conflict)
         for direction, k, new, factors, sources in writes:
             why = (factors, [tensors[s].value for s in sources])
-            self.write((priority, i, direction), tensors[k].value, new, why)
-        return [tensors[w[1]].value for w in writes]
+            self.write((priority, i, direction), tensors[k], new, why)
+        return [tensors[w[1]].slot for w in writes]
 
     def worked_out(self, i: int, priority: int, how: tuple) -> tuple:
         """write_back worked out: its writes, each (direction, tensor, spec, factors, source
@@ -324,34 +356,31 @@ class Propagator:
         for direction in ways:
             for k, t in enumerate(self.tensors[i]):
                 waits = k in self.narrow[i] and narrow_waits  # a broadcast's operand takes from 1
-                if t.is_result == (direction == "forward") and not (self._closed(t) or waits):
+                if t.is_result == (direction == "forward") and not (t.closed or waits):
                     new, factors, sources = self.proposal(t, self.rules[i], wanted)
-                    if new != self.spec[t.value]:
+                    if new != self.specs[t.slot]:
                         why = (factors, [s.value for s in sources])
-                        self.write((priority, i, direction), t.value, new, why)
+                        self.write((priority, i, direction), t, new, why)
                         sources = tuple(place[id(s)] for s in sources)
                         writes.append((direction, k, new, tuple(factors), sources))
         return tuple(writes)
 
-    def write(self, where: tuple, v: Value, new: Spec, why: tuple) -> None:
-        """Give v the spec `new`, recorded as a PropagationStep at `where` (priority, equation,
-        direction) with `why` (the factors that carried the axes, their source tensors)."""
+    def write(self, where: tuple, t: _Tensor, new: Spec, why: tuple) -> None:
+        """Give tensor t the spec `new`, recorded as a PropagationStep at `where` (priority,
+        equation, direction) with `why` (the factors that carried the axes, their source
+        values)."""
         priority, i, direction = where
-        before = self.sharding(v)
-        self.spec[v] = new
+        before, after = self.layout(self.specs[t.slot]), self.layout(new)
+        self.specs[t.slot] = new
         factors, sources = (tuple(dict.fromkeys(w)) for w in why)
         primitive = self.program.equations[i].primitive
-        self.steps.append(
-            PropagationStep(
-                priority, i, primitive, direction, v, before, self.sharding(v), factors, sources
-            )
-        )
+        step = (priority, i, primitive, direction, t.value, before, after, factors, sources)
+        self.steps.append(PropagationStep(*step))
 
-    def sharding(self, v: Value) -> Sharding:
-        """v's sharding now, one object per spec (`layouts`): steps record two per write, and
-        the partitioner compares and hashes them thousands of times (the same object is equal
-        at once)."""
-        spec = self.spec[v]
+    def layout(self, spec: Spec) -> Sharding:
+        """The Sharding of a spec, one object per spec (`layouts`): steps record two per write,
+        and the partitioner compares and hashes them thousands of times (the same object is
+        equal at once)."""
         found = self.layouts.get(spec)
         if found is None:
             found = self.layouts[spec] = Sharding.of_axes(self.mesh, spec)  # specs: canonical
@@ -361,18 +390,20 @@ class Propagator:
     def run(self) -> None:
         """Each priority to a fixed point, Shardy's way: equations in program order, and an
         equation touching a value that just changed is visited again at once (a stack)."""
-        touching: dict[Value, list[int]] = {}
+        touching: list[list[int]] = [[] for _ in self.specs]  # slot -> equations touching it
         for i, ts in enumerate(self.tensors):
             for t in ts:
-                touching.setdefault(t.value, []).append(i)
+                touching[t.slot].append(i)
         for priority in range(len(PRIORITIES)):
+            hows = self.hows_at(priority)
             stack = list(reversed(range(len(self.rules))))
             waiting = set(stack)
             while stack:
                 i = stack.pop()
                 waiting.discard(i)
-                for v in self.visit(i, priority):
-                    for j in touching[v]:
+                for slot in self.visit(i, priority, hows[i]):
+                    for j in touching[slot]:
+                        self.quiet.pop(j, None)
                         if j not in waiting:
                             stack.append(j)
                             waiting.add(j)
@@ -381,7 +412,7 @@ class Propagator:
         """Every factor of equation i -> the axes it settled on (() when it holds none): in
         claim order, each keeps the prefix of its axes no earlier factor holds. Worked out
         once per kind of equation and specs of its tensors (`settled_made`)."""
-        key = (self.kinds[i], tuple(self.spec[t.value] for t in self.tensors[i]))
+        key = (self.kinds[i], tuple([self.specs[t.slot] for t in self.tensors[i]]))
         found = self.settled_made.get(key)
         if found is None:
             found = self.settled_made[key] = self._settled(i)
@@ -407,7 +438,7 @@ class Propagator:
             unknown_primitives=tuple(sorted(unknown)),
             rules=tuple(self.rules),
             settled=tuple(self.settled(i) for i in range(len(self.rules))),
-            shardings={v: self.sharding(v) for v in program.values},
+            shardings={v: self.layout(self.specs[k]) for k, v in enumerate(program.values)},
         )
 
 
