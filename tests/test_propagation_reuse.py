@@ -12,36 +12,24 @@ import pytest
 from fuzz_programs import programs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from library_models import MODELS, build
+from library_models import build
+from propagation_reference import FORGETFUL, PROGRAMS, propagated_with, record
 
 import gspmd_viz as gv
 from gspmd_viz.core.propagation import algorithm
 from gspmd_viz.zoo import examples, training
 
 SLOW = HealthCheck.too_slow
-
-# a class-level data descriptor wins over __init__'s assignment: every visit sees no record
-_FORGETFUL = property(lambda self: {}, lambda self, value: None)
-
-
-def _record(prop) -> tuple:
-    return (prop.steps, prop.conflicts, prop.settled, tuple(prop.shardings.items()))
+_NO_REUSE = {"quiet": FORGETFUL, "made": FORGETFUL, "settled_made": FORGETFUL}
 
 
 def assert_same_as_reference(prog):
-    ours = _record(gv.propagate(prog))
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(algorithm.Propagator, "quiet", _FORGETFUL, raising=False)
-        m.setattr(algorithm.Propagator, "made", _FORGETFUL, raising=False)
-        m.setattr(algorithm.Propagator, "settled_made", _FORGETFUL, raising=False)
-        reference = _record(gv.propagate(prog))
-    assert ours == reference
+    assert record(gv.propagate(prog)) == record(propagated_with(prog, _NO_REUSE))
 
 
-@pytest.mark.parametrize("name", sorted(examples.ZOO))
-def test_zoo_propagation_is_that_of_visiting_every_time(name):
-    ex = examples.get(name)
-    assert_same_as_reference(gv.trace(ex.fn, *ex.args))
+@pytest.mark.parametrize("make", PROGRAMS)
+def test_propagation_is_that_of_visiting_every_time(make):
+    assert_same_as_reference(make())
 
 
 @pytest.mark.parametrize("specs", ["DP_SPECS", "TWO_D_SPECS"])
@@ -49,12 +37,6 @@ def test_training_step_propagation_is_that_of_visiting_every_time(specs):
     step = training.make_step(gv.Mesh({"x": 2, "y": 4}), getattr(training, specs))
     params, opt_state, batches = training.init()
     assert_same_as_reference(gv.trace(step, params, opt_state, batches(0)))
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_keras_hub_model_propagation_is_that_of_visiting_every_time(name):
-    f, args = build(name)
-    assert_same_as_reference(gv.trace(f, *args))
 
 
 @settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[SLOW])
@@ -75,7 +57,7 @@ def test_quiet_visits_are_skipped(monkeypatch):
     )
     gv.propagate(prog)
     with_skips = len(written)
-    monkeypatch.setattr(algorithm.Propagator, "quiet", _FORGETFUL, raising=False)
+    monkeypatch.setattr(algorithm.Propagator, "quiet", FORGETFUL, raising=False)
     gv.propagate(prog)
     assert with_skips < (len(written) - with_skips) * 0.6
 

@@ -14,18 +14,15 @@ import pytest
 from fuzz_programs import fsdp_dot, programs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from library_models import MODELS, build
+from library_models import build
+from propagation_reference import FORGETFUL, PROGRAMS, propagated_with, record
 
 import gspmd_viz as gv
 from gspmd_viz.core.propagation import algorithm
 from gspmd_viz.core.propagation.record import category, narrow_operands, user_annotations
 from gspmd_viz.core.rules.registry import rule_for
-from gspmd_viz.zoo import examples
 
 SLOW = HealthCheck.too_slow
-
-# a class-level data descriptor wins over __init__'s assignment: every visit sees no record
-_FORGETFUL = property(lambda self: {}, lambda self, value: None)
 
 
 def _source_by_reference(held, f, axes):
@@ -58,27 +55,16 @@ def _wanted_by_reference(self, i, pass_only=False, split=False, skip=frozenset()
 
 
 _NO_SHORTCUTS = {
-    "quiet": _FORGETFUL,
-    "made": _FORGETFUL,
-    "settled_made": _FORGETFUL,
+    "quiet": FORGETFUL,
+    "made": FORGETFUL,
+    "settled_made": FORGETFUL,
     "holds_already": lambda self, t, rule, wanted: False,
     "wanted": _wanted_by_reference,
 }
 
 
-def _record(prop) -> tuple:
-    return (prop.steps, prop.conflicts, prop.settled, tuple(prop.shardings.items()))
-
-
-def worked_out_in_full(prog):
-    with pytest.MonkeyPatch.context() as m:
-        for name, slow in _NO_SHORTCUTS.items():
-            m.setattr(algorithm.Propagator, name, slow, raising=False)
-        return gv.propagate(prog)
-
-
 def assert_same_as_reference(prog):
-    assert _record(gv.propagate(prog)) == _record(worked_out_in_full(prog))
+    assert record(gv.propagate(prog)) == record(propagated_with(prog, _NO_SHORTCUTS))
     assert_categories_are_each_equations_own(prog)
 
 
@@ -91,16 +77,9 @@ def assert_categories_are_each_equations_own(prog):
         assert (p.categories[i], p.narrow[i]) == (kind, narrow), e
 
 
-@pytest.mark.parametrize("name", sorted(examples.ZOO))
-def test_zoo_propagation_is_that_of_working_everything_out(name):
-    ex = examples.get(name)
-    assert_same_as_reference(gv.trace(ex.fn, *ex.args))
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_keras_hub_model_propagation_is_that_of_working_everything_out(name):
-    f, args = build(name)
-    assert_same_as_reference(gv.trace(f, *args))
+@pytest.mark.parametrize("make", PROGRAMS)
+def test_propagation_is_that_of_working_everything_out(make):
+    assert_same_as_reference(make())
 
 
 @settings(max_examples=80, derandomize=True, deadline=None, suppress_health_check=[SLOW])
