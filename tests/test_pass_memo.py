@@ -14,7 +14,8 @@ split a twin worked out (Partitioner.follow_split) against result_driven on each
 what the memo keeps of the program alone (each value's only reader, remade-from-scalars
 producer, an equation's roles and asked views) against working it out at every ask; and
 one Sharding object per layout the splits make (EquationSplit.sharding) against a new one
-each time."""
+each time; and each split's local op, made once per memo (Partitioner.applied), against one
+made at each equation of each pass."""
 
 import pytest
 from fuzz_programs import programs
@@ -74,6 +75,8 @@ REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "follow_split", _follow_split_afresh),  # no twin's answer
     (partitioner.PassMemo, "__init__", _forgetful_memo),  # readers, roles... worked out again
     (choose_split.EquationSplit, "sharding", _new_sharding),  # a new object per layout asked
+    (partitioner.Partitioner, "applied", partitioner.Partitioner.make_applied),  # each local op
+    # made afresh
 )
 
 
