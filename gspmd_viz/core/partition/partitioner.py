@@ -39,7 +39,8 @@ from gspmd_viz.core.spmd.run import SPMDProgram
 class PassMemo:
     """What the passes over one propagated program share (whole_plan builds up to four): what
     each value's consumers ask for (`wanted_by`: it depends on propagation only) and the bytes
-    to move a value there from a sharding (`asked`: lookahead.asked_cost), each equation's
+    to move a value there from a sharding (`asked`: lookahead.asked_cost) or to hand it to its
+    only reader (`handoffs`: lookahead.handoff_plan), each equation's
     splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
@@ -51,6 +52,7 @@ class PassMemo:
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
         self.asked: dict[tuple[Value, Sharding], float] = {}
+        self.handoffs: dict[tuple[Value, Sharding], tuple] = {}  # lookahead.handoff_plan
         self.splits: dict[Equation, list[EquationSplit]] = {}
         self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split,
         # shared, the ranks choose filled in or None)
