@@ -14,7 +14,9 @@ split a twin worked out (Partitioner.follow_split) against result_driven on each
 what the memo keeps of the program alone (each value's only reader, remade-from-scalars
 producer, an equation's roles and asked views) against working it out at every ask; and
 one Sharding object per layout the splits make (EquationSplit.sharding) against a new one
-each time."""
+each time; each split's local op, made once per memo (Partitioner.applied), against one made
+at each equation of each pass; and what handing a value to its only reader costs but for the
+reader's other operands (lookahead.handoff_plan) against working it out at every ask."""
 
 import pytest
 from fuzz_programs import programs
@@ -25,7 +27,7 @@ import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.choice.follow_xla import result_driven
-from gspmd_viz.core.partition import partitioner, twins
+from gspmd_viz.core.partition import lookahead, partitioner, twins
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples, training
@@ -74,6 +76,9 @@ REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "follow_split", _follow_split_afresh),  # no twin's answer
     (partitioner.PassMemo, "__init__", _forgetful_memo),  # readers, roles... worked out again
     (choose_split.EquationSplit, "sharding", _new_sharding),  # a new object per layout asked
+    (partitioner.Partitioner, "applied", partitioner.Partitioner.make_applied),  # each local op
+    # made afresh
+    (lookahead, "handoff_plan", lookahead._handoff_plan),  # a handoff's reader weighed afresh
 )
 
 

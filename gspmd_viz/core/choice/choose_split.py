@@ -100,6 +100,7 @@ class EquationSplit:
             if rule.factors[f].kind in ("windowed", "windowed-sum")
         }
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
+        self.compound = [fs for _, tensor in self.tensors() for fs in tensor if len(fs) > 1]
         self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
@@ -231,16 +232,15 @@ class EquationSplit:
     def _sanitize(self, fa: FactorAxes) -> FactorAxes:
         factors = self.rule.factors
         fa = {f: tuple(a) for f, a in fa.items() if a and self.splittable(f, a)}
-        for _ in range(len(factors) + 1):  # compound dims: contiguous blocks, even splits only
-            before = dict(fa)
-            for _, tensor in self.tensors():
-                for fs in (fs for fs in tensor if len(fs) > 1):
-                    whole = True
-                    for f in fs:
-                        n = self.size(fa.get(f, ()))
-                        if not whole or factors[f].size % n:
-                            fa.pop(f, None)
-                        whole = whole and n == factors[f].size
+        for _ in range(len(factors) + 1) if self.compound else ():  # compound dims (each
+            before = dict(fa)  # tensor's dims of more than one factor): contiguous blocks,
+            for fs in self.compound:  # even splits only
+                whole = True
+                for f in fs:
+                    n = self.size(fa.get(f, ()))
+                    if not whole or factors[f].size % n:
+                        fa.pop(f, None)
+                    whole = whole and n == factors[f].size
             if fa == before:
                 break
         used, out = set(), {}

@@ -14,7 +14,15 @@ from gspmd_viz.core.cost.split_cost import ChipCost
 from gspmd_viz.core.cost.staged_bytes import staging_bytes
 from gspmd_viz.core.rules.registry import entry_for, point_flops, rule_for
 from gspmd_viz.core.spmd.checkpoint_barriers import buffers_read
-from gspmd_viz.core.spmd.instructions import Combine, Compute, Const, Halo, MoveBlocks, Reshard
+from gspmd_viz.core.spmd.instructions import (
+    Combine,
+    Compute,
+    Const,
+    Halo,
+    MoveBlocks,
+    Reshard,
+    wire_bytes_of,
+)
 from gspmd_viz.core.spmd.local_kernels import keeps_nan
 from gspmd_viz.core.spmd.loops_branches import RunCond, RunLoop, defines, inner_instructions
 from gspmd_viz.units import format_bytes, format_time
@@ -226,10 +234,12 @@ def plan_cost(spmd, chip: ChipCost | None) -> PlanCost:
     prop, flops_ = spmd.prop, plan_flops(spmd.instructions)
     inputs = {v.name: prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in spmd.program.inputs}
     peak = peak_bytes(inputs, spmd.instructions, spmd.outputs)
+    collectives = spmd.collectives  # made once (spmd.wire_bytes would make them again)
+    wire = wire_bytes_of(collectives)
     if chip is None:
-        return PlanCost(None, flops_, spmd.wire_bytes, None, None, peak)
-    comm = chip.comm_seconds(spmd.collectives)
-    return PlanCost(chip.name, flops_, spmd.wire_bytes, flops_ / chip.peak_flops, comm, peak)
+        return PlanCost(None, flops_, wire, None, None, peak)
+    comm = chip.comm_seconds(collectives)
+    return PlanCost(chip.name, flops_, wire, flops_ / chip.peak_flops, comm, peak)
 
 
 def with_cost(spmd, chip: ChipCost | None):

@@ -30,21 +30,41 @@ def asked_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> floa
 def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
     """The cheaper of moving v to what is asked and letting v's only reader split as `local`
     implies (its other operands fetched, its results moved to what is asked of them)."""
+    asked, reader = handoff_plan(partitioner, v, local)
+    if reader is None:
+        return asked
+    halo, others, onward = reader
+    fetched = sum(_estimated_fetch(partitioner, u, target) for u, target in others)
+    return min(asked, halo + fetched + onward)
+
+
+def handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> tuple:
+    """What handoff_cost weighs that depends on propagation alone (the passes' memo keeps
+    it): the bytes to move v to what is asked and, where its only reader may take it as it
+    is, (that reader's halo bytes, (operand, sharding) of each other operand it would fetch,
+    the bytes to hand its results on); else None."""
+    known = partitioner.memo.handoffs
+    if (v, local) not in known:
+        known[v, local] = _handoff_plan(partitioner, v, local)
+    return known[v, local]
+
+
+def _handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> tuple:
     asked = asked_cost(partitioner, v, local)
     reader = sole_reader(partitioner, v)
     if reader is None or asked == 0 or local.unreduced:  # partial sums: summed first
-        return asked
+        return asked, None
     q, pos = reader
     fa = q.sanitize(q.from_tensor(q.rule.operands[pos], local))
     if not fa:
-        return asked
-    others = sum(
-        _estimated_fetch(partitioner, u, q.operand_sharding(fa, i))
+        return asked, None
+    others = tuple(
+        (u, q.operand_sharding(fa, i))
         for i, u in enumerate(q.eqn.inputs)
         if isinstance(u, Value) and u is not v
     )
     onward = q.handoff_bytes(fa, lambda w, s: asked_cost(partitioner, w, s))
-    return min(asked, q.halo_bytes(fa) + others + onward)
+    return asked, (q.halo_bytes(fa), others, onward)
 
 
 def sole_reader(partitioner: PartitionerState, v: Value) -> tuple[EquationSplit, int] | None:

@@ -39,7 +39,8 @@ from gspmd_viz.core.spmd.run import SPMDProgram
 class PassMemo:
     """What the passes over one propagated program share (whole_plan builds up to four): what
     each value's consumers ask for (`wanted_by`: it depends on propagation only) and the bytes
-    to move a value there from a sharding (`asked`: lookahead.asked_cost), each equation's
+    to move a value there from a sharding (`asked`: lookahead.asked_cost) or to hand it to its
+    only reader (`handoffs`: lookahead.handoff_plan), each equation's
     splits (`splits`: its rules with propagation's split, costed alike by any pass) and each
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
@@ -51,6 +52,7 @@ class PassMemo:
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
         self.asked: dict[tuple[Value, Sharding], float] = {}
+        self.handoffs: dict[tuple[Value, Sharding], tuple] = {}  # lookahead.handoff_plan
         self.splits: dict[Equation, list[EquationSplit]] = {}
         self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split,
         # shared, the ranks choose filled in or None)
@@ -63,6 +65,8 @@ class PassMemo:
         self.roles: dict[Equation, list] = {}  # twins.roles
         self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
         self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
+        self.applied: dict[tuple, tuple] = {}  # Partitioner.applied: (split, its factor axes)
+        # -> operand and result shardings, the local op
         self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
         # rotations, deferred slices)
 
@@ -369,16 +373,15 @@ class Partitioner:
         """Choose the equation's split, reshard its operands, run it locally."""
         q, fa = self.chosen(eqn)
         self.note_gathers(eqn, q, fa)
-        ins, op_shardings, masks = [], [], []
-        for i, v in enumerate(eqn.inputs):
-            target = q.operand_sharding(fa, i)
-            op_shardings.append(target)
-            whole = isinstance(v, Literal) and (not v.shape or target.is_replicated)
-            ins.append(v if whole else self.buffer(v, target, eqn))
-            masks += self.masks(q, fa, i, target)
+        op_shardings, results, local = self.applied(q, fa)
+        ins = [
+            v
+            if isinstance(v, Literal) and (not v.shape or target.is_replicated)  # whole
+            else self.buffer(v, target, eqn)
+            for v, target in zip(eqn.inputs, op_shardings, strict=True)
+        ]
         splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
-        results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
-        compute = local_ops.local_compute(q, ins, tuple(op_shardings), results, masks)
+        compute = local_ops.reading(local, ins)
         if splits:  # the op runs on window-ready input: no padding, no base dilation
             params = windowed_ops.windowed_params(eqn.eqn, splits, compute.params)
             local_op = windowed_ops.local_op(eqn.eqn)
@@ -394,6 +397,26 @@ class Partitioner:
             self.versions[v] = [(s, v.name)]
         if partial:
             self.combine(eqn, results[0], q.combine, red, (ins[0], op_shardings[0]))
+
+    def applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
+        """(operand shardings, result shardings, the local op reading no buffers yet) of q's
+        equation split as `fa`: the same in every pass, so made once per memo (afresh for a
+        windowed op, whose splits are made afresh)."""
+        if entry_for(q.eqn).halo:
+            return self.make_applied(q, fa)
+        key = (q, tuple(sorted((f, tuple(axes)) for f, axes in fa.items())))
+        found = self.memo.applied.get(key)
+        if found is None:
+            found = self.memo.applied[key] = self.make_applied(q, fa)
+        return found
+
+    def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
+        """`applied`, worked out: the masks of padded shards go in the local op."""
+        eqn = q.eqn
+        ops = tuple(q.operand_sharding(fa, i) for i in range(len(eqn.inputs)))
+        results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
+        masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
+        return ops, results, local_ops.local_compute(q, (), ops, results, masks)
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`

@@ -210,6 +210,11 @@ def instruction_collectives(instructions) -> list[tuple[object, list[Collective]
     return out
 
 
+def wire_bytes_of(collectives) -> float:
+    """Bytes a device sends in `collectives` (a list made once: plan_cost asks for more)."""
+    return float(sum(c.wire_bytes for c in collectives))
+
+
 class PerDeviceProgram:
     """What every device runs, as data and text: `.per_device_text()`, `.collectives`
     (execute.SPMDProgram adds running it: `spmd(*args)`)."""
@@ -229,7 +234,7 @@ class PerDeviceProgram:
 
     @property
     def wire_bytes(self) -> float:
-        return float(sum(c.wire_bytes for c in self.collectives))
+        return wire_bytes_of(self.collectives)
 
     def computed_sharding(self, value: Value) -> Sharding:
         """The sharding a value has where it is computed (pending sums included)."""

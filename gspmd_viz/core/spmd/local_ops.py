@@ -197,6 +197,14 @@ def local_compute(q, ins, op_shardings, results, masks) -> Compute:
     )
 
 
+def reading(local: Compute, ins) -> Compute:
+    """`local` (local_compute's op, made once per split) reading the buffers `ins`."""
+    return Compute(
+        local.eqn, tuple(ins), local.outs, local.params, local.shardings,
+        local.operand_shardings, local.masks, local.offsets, local.lookup,
+    )  # fmt: skip
+
+
 def halo_fill(eqn, ins, k: int):
     """What the exchange of operand k's halos pads with: pad's padding value (a buffer name or a
     Literal from `ins`; None without them), what a max (min) pool never picks, or zero."""
