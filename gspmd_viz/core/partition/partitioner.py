@@ -58,7 +58,7 @@ class PassMemo:
         # shared, the ranks choose filled in or None)
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
-        self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
+        self.statics: dict[Equation, int] = {}  # twins.static, numbered alike
         self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
         self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
@@ -67,6 +67,8 @@ class PassMemo:
         self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
         self.applied: dict[tuple, tuple] = {}  # Partitioner.applied: (split, its factor axes)
         # -> operand and result shardings, the local op
+        self.twin_applied: dict[tuple, tuple] = {}  # Partitioner.twin_applied: (twins.static,
+        # rule index, factor axes) -> the same
         self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
         # rotations, deferred slices)
 
@@ -407,8 +409,22 @@ class Partitioner:
         key = (q, tuple(sorted((f, tuple(axes)) for f, axes in fa.items())))
         found = self.memo.applied.get(key)
         if found is None:
-            found = self.memo.applied[key] = self.make_applied(q, fa)
+            found = self.memo.applied[key] = self.twin_applied(q, fa, key[1])
         return found
+
+    def twin_applied(self, q: EquationSplit, fa: FactorAxes, split: tuple) -> tuple:
+        """`applied` of a twin (an equation of the same twins.static number: it differs only
+        in its values' names) split alike, its local op given q's equation and result names;
+        made when q's equation is the first of its twins."""
+        eqn = q.eqn
+        key = (twins.static(self, eqn), self.splits(eqn).index(q), split)
+        found = self.memo.twin_applied.get(key)
+        if found is None:
+            found = self.memo.twin_applied[key] = self.make_applied(q, fa)
+            return found
+        ops, results, local = found
+        outs = tuple(v.name for v in eqn.outputs)
+        return ops, results, dataclasses.replace(local, eqn=eqn, outs=outs)
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
         """`applied`, worked out: the masks of padded shards go in the local op."""
