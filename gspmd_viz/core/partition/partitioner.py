@@ -383,7 +383,7 @@ class Partitioner:
             for v, target in zip(eqn.inputs, op_shardings, strict=True)
         ]
         splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
-        compute = local_ops.reading(local, ins)
+        compute = local_ops.reading(local, eqn, ins)
         if splits:  # the op runs on window-ready input: no padding, no base dilation
             params = windowed_ops.windowed_params(eqn.eqn, splits, compute.params)
             local_op = windowed_ops.local_op(eqn.eqn)
@@ -414,17 +414,14 @@ class Partitioner:
 
     def twin_applied(self, q: EquationSplit, fa: FactorAxes, split: tuple) -> tuple:
         """`applied` of a twin (an equation of the same twins.static number: it differs only
-        in its values' names) split alike, its local op given q's equation and result names;
-        made when q's equation is the first of its twins."""
+        in its values' names) split alike (local_ops.reading gives its local op q's equation
+        and result names); made when q's equation is the first of its twins."""
         eqn = q.eqn
         key = (twins.static(self, eqn), self.splits(eqn).index(q), split)
         found = self.memo.twin_applied.get(key)
         if found is None:
             found = self.memo.twin_applied[key] = self.make_applied(q, fa)
-            return found
-        ops, results, local = found
-        outs = tuple(v.name for v in eqn.outputs)
-        return ops, results, dataclasses.replace(local, eqn=eqn, outs=outs)
+        return found
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
         """`applied`, worked out: the masks of padded shards go in the local op."""
