@@ -288,7 +288,9 @@ def test_the_splits_of_one_partition_make_one_object_per_layout():
     prop = gv.propagate(gv.trace(f, *args))
     p = partitioner.Partitioner(prop)
     p.run()
-    asked = [s for q in (x[0] for x in p.memo.splits.values()) for s in q._shardings.values()]
+    splits = [q for q, *_ in p.memo.splits.values()]
+    made = [shardings for q in splits for shardings in q._shardings.values()]  # tensor_shardings
+    asked = [s for ops, results in made for s in ops + results]
     layouts = {(s.spec, s.unreduced) for s in asked}
     assert len({id(s) for s in asked}) == len(layouts) < len(asked)
     held = {(s.spec, s.unreduced): s for s in prop.shardings.values()}  # one object per spec

@@ -425,9 +425,7 @@ class Partitioner:
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
         """`applied`, worked out: the masks of padded shards go in the local op."""
-        eqn = q.eqn
-        ops = tuple(q.operand_sharding(fa, i) for i in range(len(eqn.inputs)))
-        results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
+        ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
         return ops, results, local_ops.local_compute(q, (), ops, results, masks)
 
