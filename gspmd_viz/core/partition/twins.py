@@ -154,6 +154,8 @@ def _frozen(params) -> object:
     (or by identity when they do not: then no twin is found, which is safe)."""
     if type(params) in _ATOMS:  # most params: as they are
         return params
+    if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
+        return ("tuple", params)  # general case's answer, without a call per entry
     if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
         return (type(params).__name__, repr(params))
     if isinstance(params, dict):
