@@ -45,7 +45,8 @@ class PassMemo:
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
     read has a place among the equation's roles, else under the equation; and the follow
-    pass's split of each twin (`follow_splits`: Partitioner.follow_split). Also what depends
+    pass's split of each twin (`follow_splits`: Partitioner.follow_split) and each split's
+    local op, shared by twins (`applied`, `twin_applied`). Also what depends
     on the program alone: each value's only reader, the equation that makes it again from
     scalars, an equation's roles and a value's asked view (twins.py)."""
 
