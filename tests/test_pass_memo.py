@@ -14,9 +14,10 @@ split a twin worked out (Partitioner.follow_split) against result_driven on each
 what the memo keeps of the program alone (each value's only reader, remade-from-scalars
 producer, an equation's roles and asked views) against working it out at every ask; and
 one Sharding object per layout the splits make (EquationSplit.sharding) against a new one
-each time; each split's local op, made once per memo (Partitioner.applied), against one made
-at each equation of each pass; and what handing a value to its only reader costs but for the
-reader's other operands (lookahead.handoff_plan) against working it out at every ask."""
+each time; each split's local op, made once per memo and shared by twins (Partitioner.applied,
+twin_applied), against one made at each equation of each pass; and what handing a value to its
+only reader costs but for the reader's other operands (lookahead.handoff_plan) against working
+it out at every ask. Each instruction's equation is compared too: a twin's text is its own."""
 
 import pytest
 from fuzz_programs import programs
@@ -78,12 +79,28 @@ REFERENCES = (  # what each reference replaces, with what
     (choose_split.EquationSplit, "sharding", _new_sharding),  # a new object per layout asked
     (partitioner.Partitioner, "applied", partitioner.Partitioner.make_applied),  # each local op
     # made afresh
+    (partitioner.Partitioner, "twin_applied", lambda self, q, fa, _: self.make_applied(q, fa)),
+    # each split's local op made for its own equation, not a twin's
     (lookahead, "handoff_plan", lookahead._handoff_plan),  # a handoff's reader weighed afresh
 )
 
 
+def _equations(instructions) -> list:
+    """The equation each instruction (in loops and branches too) says it runs or feeds: the
+    text alone would not tell a twin's equation from its own."""
+    found = []
+    for ins in instructions:
+        eqn = getattr(ins, "eqn", getattr(ins, "consumer", None))
+        found.append(eqn and eqn.index)
+        for body in (getattr(ins, "body", ()), *getattr(ins, "branches", ())):
+            found += _equations(body)
+    return found
+
+
 def _text(spmd) -> str:
-    return "\n".join([spmd.per_device_text(), *spmd.notes, str(spmd.cost), repr(spmd.choices)])
+    equations = repr(_equations(spmd.instructions))
+    texts = [spmd.per_device_text(), *spmd.notes, str(spmd.cost), repr(spmd.choices), equations]
+    return "\n".join(texts)
 
 
 def assert_same_as_reference(prop, **kw):
@@ -271,7 +288,9 @@ def test_the_splits_of_one_partition_make_one_object_per_layout():
     prop = gv.propagate(gv.trace(f, *args))
     p = partitioner.Partitioner(prop)
     p.run()
-    asked = [s for q in (x[0] for x in p.memo.splits.values()) for s in q._shardings.values()]
+    splits = [q for q, *_ in p.memo.splits.values()]
+    made = [shardings for q in splits for shardings in q._shardings.values()]  # tensor_shardings
+    asked = [s for ops, results in made for s in ops + results]
     layouts = {(s.spec, s.unreduced) for s in asked}
     assert len({id(s) for s in asked}) == len(layouts) < len(asked)
     held = {(s.spec, s.unreduced): s for s in prop.shardings.values()}  # one object per spec

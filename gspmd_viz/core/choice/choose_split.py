@@ -101,7 +101,7 @@ class EquationSplit:
         }
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
         self.compound = [fs for _, tensor in self.tensors() for fs in tensor if len(fs) > 1]
-        self._shardings: dict[tuple, Sharding] = {}  # (split, tensor, result?) -> sharding
+        self._shardings: dict[tuple, tuple] = {}  # split -> tensor_shardings
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
         self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
@@ -277,20 +277,22 @@ class EquationSplit:
         return found
 
     def operand_sharding(self, fa, i: int) -> Sharding:
-        return self._tensor_sharding(fa, i, False)
+        return self.tensor_shardings(fa)[0][i]
 
     def result_sharding(self, fa, j: int) -> Sharding:
-        return self._tensor_sharding(fa, j, True)
+        return self.tensor_shardings(fa)[1][j]
 
-    def _tensor_sharding(self, fa, k: int, result: bool) -> Sharding:
-        """Operand or result k's sharding under split fa, made once per (fa, k): costing
-        asks for each many times, and every pass asks again (the memo shares this split)."""
-        key = (tuple(fa.items()), k, result)
+    def tensor_shardings(self, fa) -> tuple[tuple[Sharding, ...], tuple[Sharding, ...]]:
+        """(every operand's, every result's) sharding under split fa, made once per split:
+        costing asks for them many times, and every pass asks again (the memo shares this
+        split)."""
+        key = tuple(fa.items())
         found = self._shardings.get(key)
         if found is None:
-            tensor = (self.rule.results if result else self.rule.operands)[k]
-            pending = self.reduction_axes(fa) if result and self.combine == "sum" else ()
-            found = self._shardings[key] = self.sharding(_tensor_axes(fa, tensor), pending)
+            pending = self.reduction_axes(fa) if self.combine == "sum" else ()
+            ops = tuple(self.sharding(_tensor_axes(fa, t)) for t in self.rule.operands)
+            results = tuple(self.sharding(_tensor_axes(fa, t), pending) for t in self.rule.results)
+            found = self._shardings[key] = (ops, results)
         return found
 
     def sharding(self, spec: tuple, pending: tuple = ()) -> Sharding:
@@ -307,8 +309,8 @@ class EquationSplit:
         e = self.eqn
         total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
-            (v, self.operand_sharding(fa, i))
-            for i, v in enumerate(e.inputs)
+            (v, target)
+            for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)
             if isinstance(v, Value)
         }
         total += sum(costs.fetch_cost(v, target) for v, target in fetched)

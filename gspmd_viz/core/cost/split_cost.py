@@ -73,10 +73,8 @@ def flops(q, fa) -> float:
 
 def local_bytes(q, fa) -> int:
     """Bytes of the equation's local (padded) operands and results under split `fa`."""
-    values = q.eqn.inputs + q.eqn.outputs
-    shardings = [q.operand_sharding(fa, i) for i in range(len(q.eqn.inputs))]
-    shardings += [q.result_sharding(fa, j) for j in range(len(q.eqn.outputs))]
-    return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, shardings, strict=True))
+    values, (ops, results) = q.eqn.inputs + q.eqn.outputs, q.tensor_shardings(fa)
+    return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, ops + results, strict=True))
 
 
 def twice(q, fa, costs, promise: set[str]) -> int:

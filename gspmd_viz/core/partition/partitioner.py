@@ -45,7 +45,8 @@ class PassMemo:
     choice made, with the versions it read (`choices`: Partitioner.choice), kept under the
     equation's signature (twins.py: its twins in other layers get it too) when every value it
     read has a place among the equation's roles, else under the equation; and the follow
-    pass's split of each twin (`follow_splits`: Partitioner.follow_split). Also what depends
+    pass's split of each twin (`follow_splits`: Partitioner.follow_split) and each split's
+    local op, shared by twins (`applied`, `twin_applied`). Also what depends
     on the program alone: each value's only reader, the equation that makes it again from
     scalars, an equation's roles and a value's asked view (twins.py)."""
 
@@ -58,7 +59,7 @@ class PassMemo:
         # shared, the ranks choose filled in or None)
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
-        self.statics: dict[Equation, int] = {}  # twins._static, numbered alike
+        self.statics: dict[Equation, int] = {}  # twins.static, numbered alike
         self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
         self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
@@ -67,6 +68,8 @@ class PassMemo:
         self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
         self.applied: dict[tuple, tuple] = {}  # Partitioner.applied: (split, its factor axes)
         # -> operand and result shardings, the local op
+        self.twin_applied: dict[tuple, tuple] = {}  # Partitioner.twin_applied: (twins.static,
+        # rule index, factor axes) -> the same
         self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
         # rotations, deferred slices)
 
@@ -381,7 +384,7 @@ class Partitioner:
             for v, target in zip(eqn.inputs, op_shardings, strict=True)
         ]
         splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
-        compute = local_ops.reading(local, ins)
+        compute = local_ops.reading(local, eqn, ins)
         if splits:  # the op runs on window-ready input: no padding, no base dilation
             params = windowed_ops.windowed_params(eqn.eqn, splits, compute.params)
             local_op = windowed_ops.local_op(eqn.eqn)
@@ -407,14 +410,23 @@ class Partitioner:
         key = (q, tuple(sorted((f, tuple(axes)) for f, axes in fa.items())))
         found = self.memo.applied.get(key)
         if found is None:
-            found = self.memo.applied[key] = self.make_applied(q, fa)
+            found = self.memo.applied[key] = self.twin_applied(q, fa, key[1])
+        return found
+
+    def twin_applied(self, q: EquationSplit, fa: FactorAxes, split: tuple) -> tuple:
+        """`applied` of a twin (an equation of the same twins.static number: it differs only
+        in its values' names) split alike (local_ops.reading gives its local op q's equation
+        and result names); made when q's equation is the first of its twins."""
+        eqn = q.eqn
+        key = (twins.static(self, eqn), self.splits(eqn).index(q), split)
+        found = self.memo.twin_applied.get(key)
+        if found is None:
+            found = self.memo.twin_applied[key] = self.make_applied(q, fa)
         return found
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
         """`applied`, worked out: the masks of padded shards go in the local op."""
-        eqn = q.eqn
-        ops = tuple(q.operand_sharding(fa, i) for i in range(len(eqn.inputs)))
-        results = tuple(q.result_sharding(fa, j) for j in range(len(eqn.outputs)))
+        ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
         return ops, results, local_ops.local_compute(q, (), ops, results, masks)
 

@@ -23,9 +23,10 @@ from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.partition.remake_scalars import remade_from
 from gspmd_viz.core.program.trace import Equation, Literal, Value
 
-__all__ = ["follow_key", "placed", "roles", "signature"]
+__all__ = ["follow_key", "placed", "roles", "signature", "static"]
 
-_ATOMS = frozenset({int, float, bool, str, type(None)})  # params that are their own key
+_ATOMS = frozenset({int, str, type(None)})  # params that are their own key (not a float nor
+# a bool: 1 == 1.0 == True and 0.0 == -0.0 as keys, and a twin's local op is its twin's)
 
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
@@ -40,7 +41,7 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
         same = tuple([first[id(v)] for v in values])
         ins = tuple(_remade_view(p, x) for x in eqn.inputs)
         outs = tuple(_result_view(p, v) for v in eqn.outputs)
-        known[eqn] = numbers.setdefault((_static(p, eqn), same, ins, outs), len(numbers))
+        known[eqn] = numbers.setdefault((static(p, eqn), same, ins, outs), len(numbers))
     return known[eqn]
 
 
@@ -48,7 +49,7 @@ def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
     """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
     its operands were propagated."""
     ins = tuple(p.prop.sharding(x) if isinstance(x, Value) else None for x in eqn.inputs)
-    return (_static(p, eqn), ins)
+    return (static(p, eqn), ins)
 
 
 def roles(p: PartitionerState, eqn: Equation) -> list:
@@ -74,10 +75,11 @@ def _place(values: list, v) -> int | None:
     return next((k for k, u in enumerate(values) if u is v), None)
 
 
-def _static(p: PartitionerState, eqn: Equation) -> int:
+def static(p: PartitionerState, eqn: Equation) -> int:
     """Primitive, params, operand and result types, rules and splits: the equation alone, as
     a number (made once per memo: an equation is also its producer's reader and its readers'
-    remade operand's producer)."""
+    remade operand's producer). Equations of one number differ only in their values' names:
+    a split's local op made for one is the other's (Partitioner.applied)."""
     known, numbers = p.memo.statics, p.memo.signature_numbers
     if eqn not in known:
         known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
@@ -126,7 +128,7 @@ def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
         if eqn in p.deferred:
             found.append((pos, p.prop.sharding(p.deferred[eqn].concat.outputs[0])))
         elif eqn in p.live_set:
-            found.append((pos, _static(p, eqn)))
+            found.append((pos, static(p, eqn)))
     return tuple(found)
 
 
@@ -134,7 +136,7 @@ def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
     ins = q.eqn.inputs
     return (
         pos,
-        _static(p, q.eqn),
+        static(p, q.eqn),
         tuple(p.prop.sharding(u) if isinstance(u, Value) else None for u in ins),
         tuple(_remade_view(p, u) for u in ins),
         tuple(_asked_view(p, w) for w in q.eqn.outputs),
@@ -144,7 +146,7 @@ def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
 def _remade_view(p: PartitionerState, x) -> tuple | None:
     """For a value made again from scalars wherever it is asked for: its producer, alone."""
     producer = remade_from(p, x) if isinstance(x, Value) else None
-    return producer and _static(p, producer)
+    return producer and static(p, producer)
 
 
 def _frozen(params) -> object:
@@ -152,6 +154,10 @@ def _frozen(params) -> object:
     (or by identity when they do not: then no twin is found, which is safe)."""
     if type(params) in _ATOMS:  # most params: as they are
         return params
+    if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
+        return ("tuple", params)  # general case's answer, without a call per entry
+    if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
+        return (type(params).__name__, repr(params))
     if isinstance(params, dict):
         return tuple((k, _frozen(v)) for k, v in sorted(params.items()))
     if isinstance(params, list | tuple):

@@ -197,10 +197,12 @@ def local_compute(q, ins, op_shardings, results, masks) -> Compute:
     )
 
 
-def reading(local: Compute, ins) -> Compute:
-    """`local` (local_compute's op, made once per split) reading the buffers `ins`."""
+def reading(local: Compute, eqn, ins) -> Compute:
+    """`local` (local_compute's op, made once per split of `eqn` or of a twin: an equation
+    that differs from it only in its values' names) as `eqn`'s, reading the buffers `ins`."""
+    outs = tuple(v.name for v in eqn.outputs)
     return Compute(
-        local.eqn, tuple(ins), local.outs, local.params, local.shardings,
+        eqn, tuple(ins), outs, local.params, local.shardings,
         local.operand_shardings, local.masks, local.offsets, local.lookup,
     )  # fmt: skip
 
