@@ -132,8 +132,9 @@ def _aliases(instructions) -> dict[str, str]:
     value already meets to nothing."""
     alias: dict[str, str] = {}
     for ins in instructions:
-        alias |= _aliases(inner_instructions(ins))
-        if _is_annotation(ins):
+        if not isinstance(ins, Compute):  # a local op has no body
+            alias |= _aliases(inner_instructions(ins))
+        elif _is_annotation(ins):
             for out, src in zip(ins.outs, ins.ins, strict=False):
                 if isinstance(src, str):
                     alias[out] = alias.get(src, src)
@@ -170,18 +171,15 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     body hands back."""
     alias = _aliases(instructions)
     instructions = _in_issue_order(instructions, alias)
-    last = {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
-    for i, ins in enumerate(instructions):
-        for buffer in {alias.get(n, n) for n in buffers_read(ins)}:
-            if last.get(buffer, -1) < i:  # read later than any read so far
-                last[buffer] = i
+    last = _last_reads(instructions, alias)
+    last |= {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
     live, dying = _Live(inputs), {}  # dying: instruction -> buffers last read there
     for name in inputs:
         dying.setdefault(max(0, last.get(name, -1)), []).append(name)
     peak = live.total
     for i, ins in enumerate(instructions):
-        inner = inner_instructions(ins)
         written, staged = _written(ins), 0
+        inner = () if isinstance(ins, Compute) else inner_instructions(ins)
         if inner:
             sizes = {n: b for j in inner for n, b in _written(j).items()}
             peak = max(peak, live.total + peak_bytes({}, inner, ()))
@@ -189,7 +187,7 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
             written = dict(
                 zip(ins.outs, (sizes.get(alias.get(n, n), 0) for n in outs), strict=False)
             )
-        else:
+        elif not isinstance(ins, Compute):  # a local op stages nothing
             staged = staging_bytes(ins)
         for name, size in written.items():
             live.write(name, size)
@@ -198,6 +196,18 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
         for name in dying.pop(i, ()):
             live.free(name)
     return peak
+
+
+def _last_reads(instructions, alias: dict[str, str]) -> dict[str, int]:
+    """Buffer -> the index of the last instruction that reads it (a local op: its operand
+    names; others: `buffers_read`)."""
+    last = {}
+    for i, ins in enumerate(instructions):
+        names = ins.ins if isinstance(ins, Compute) else buffers_read(ins)
+        for n in names:
+            if isinstance(n, str):
+                last[alias.get(n, n)] = i
+    return last
 
 
 class _Live:
