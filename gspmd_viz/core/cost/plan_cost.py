@@ -117,8 +117,14 @@ def collective_flops(ins) -> float:
     other collectives only move data."""
     nan_keeping = isinstance(ins, Combine) and keeps_nan(ins.combine, ins.value.dtype)
     per_element = NAN_KEEPING_FLOPS if nan_keeping else ALL_REDUCE_FLOPS
-    reduced = (c for c in getattr(ins, "collectives", ()) if c.kind == "all-reduce")
+    reduced = (c for c in costed_collectives(ins) if c.kind == "all-reduce")
     return float(sum(per_element * math.prod(c.shape) for c in reduced))
+
+
+def costed_collectives(ins) -> list:
+    """One instruction's collectives as costing reads them: a reshard's plan's own, not copies
+    naming the reshard's value and reader (Reshard.collectives: a label costs nothing)."""
+    return ins.plan.collectives if isinstance(ins, Reshard) else getattr(ins, "collectives", ())
 
 
 def _is_annotation(ins) -> bool:
@@ -244,7 +250,7 @@ def plan_cost(spmd, chip: ChipCost | None) -> PlanCost:
     prop, flops_ = spmd.prop, plan_flops(spmd.instructions)
     inputs = {v.name: prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in spmd.program.inputs}
     peak = peak_bytes(inputs, spmd.instructions, spmd.outputs)
-    collectives = spmd.collectives  # made once (spmd.wire_bytes would make them again)
+    collectives = [c for ins in spmd.instructions for c in costed_collectives(ins)]
     wire = wire_bytes_of(collectives)
     if chip is None:
         return PlanCost(None, flops_, wire, None, None, peak)
