@@ -117,8 +117,14 @@ def collective_flops(ins) -> float:
     other collectives only move data."""
     nan_keeping = isinstance(ins, Combine) and keeps_nan(ins.combine, ins.value.dtype)
     per_element = NAN_KEEPING_FLOPS if nan_keeping else ALL_REDUCE_FLOPS
-    reduced = (c for c in getattr(ins, "collectives", ()) if c.kind == "all-reduce")
+    reduced = (c for c in costed_collectives(ins) if c.kind == "all-reduce")
     return float(sum(per_element * math.prod(c.shape) for c in reduced))
+
+
+def costed_collectives(ins) -> list:
+    """One instruction's collectives as costing reads them: a reshard's plan's own, not copies
+    naming the reshard's value and reader (Reshard.collectives: a label costs nothing)."""
+    return ins.plan.collectives if isinstance(ins, Reshard) else getattr(ins, "collectives", ())
 
 
 def _is_annotation(ins) -> bool:
@@ -132,8 +138,9 @@ def _aliases(instructions) -> dict[str, str]:
     value already meets to nothing."""
     alias: dict[str, str] = {}
     for ins in instructions:
-        alias |= _aliases(inner_instructions(ins))
-        if _is_annotation(ins):
+        if not isinstance(ins, Compute):  # a local op has no body
+            alias |= _aliases(inner_instructions(ins))
+        elif _is_annotation(ins):
             for out, src in zip(ins.outs, ins.ins, strict=False):
                 if isinstance(src, str):
                     alias[out] = alias.get(src, src)
@@ -170,18 +177,15 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     body hands back."""
     alias = _aliases(instructions)
     instructions = _in_issue_order(instructions, alias)
-    last = {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
-    for i, ins in enumerate(instructions):
-        for buffer in {alias.get(n, n) for n in buffers_read(ins)}:
-            if last.get(buffer, -1) < i:  # read later than any read so far
-                last[buffer] = i
+    last = _last_reads(instructions, alias)
+    last |= {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
     live, dying = _Live(inputs), {}  # dying: instruction -> buffers last read there
     for name in inputs:
         dying.setdefault(max(0, last.get(name, -1)), []).append(name)
     peak = live.total
     for i, ins in enumerate(instructions):
-        inner = inner_instructions(ins)
         written, staged = _written(ins), 0
+        inner = () if isinstance(ins, Compute) else inner_instructions(ins)
         if inner:
             sizes = {n: b for j in inner for n, b in _written(j).items()}
             peak = max(peak, live.total + peak_bytes({}, inner, ()))
@@ -189,7 +193,7 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
             written = dict(
                 zip(ins.outs, (sizes.get(alias.get(n, n), 0) for n in outs), strict=False)
             )
-        else:
+        elif not isinstance(ins, Compute):  # a local op stages nothing
             staged = staging_bytes(ins)
         for name, size in written.items():
             live.write(name, size)
@@ -198,6 +202,18 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
         for name in dying.pop(i, ()):
             live.free(name)
     return peak
+
+
+def _last_reads(instructions, alias: dict[str, str]) -> dict[str, int]:
+    """Buffer -> the index of the last instruction that reads it (a local op: its operand
+    names; others: `buffers_read`)."""
+    last = {}
+    for i, ins in enumerate(instructions):
+        names = ins.ins if isinstance(ins, Compute) else buffers_read(ins)
+        for n in names:
+            if isinstance(n, str):
+                last[alias.get(n, n)] = i
+    return last
 
 
 class _Live:
@@ -234,7 +250,7 @@ def plan_cost(spmd, chip: ChipCost | None) -> PlanCost:
     prop, flops_ = spmd.prop, plan_flops(spmd.instructions)
     inputs = {v.name: prop.sharding(v).shard_bytes(v.shape, v.dtype) for v in spmd.program.inputs}
     peak = peak_bytes(inputs, spmd.instructions, spmd.outputs)
-    collectives = spmd.collectives  # made once (spmd.wire_bytes would make them again)
+    collectives = [c for ins in spmd.instructions for c in costed_collectives(ins)]
     wire = wire_bytes_of(collectives)
     if chip is None:
         return PlanCost(None, flops_, wire, None, None, peak)
