@@ -11,7 +11,7 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
-from timing import median_ms  # noqa: E402  (benchmarks/ is the script's directory)
+from timing import empty_caches, median_ms  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz.zoo import examples  # noqa: E402
 
@@ -23,8 +23,10 @@ def main() -> None:
     programs = {n: gv.trace(ex.fn, *ex.args) for n, ex in stacks.items()}
     ours, xla = {}, {}
     for _ in range(5):  # alternate, so machine noise hits every size alike
-        for n in LAYERS:
-            run = lambda p=programs[n]: gv.partition(gv.propagate(p))  # noqa: E731
+        for n, ex in stacks.items():  # a first call: a fresh trace, the caches empty
+            prog = gv.trace(ex.fn, *ex.args)
+            empty_caches()
+            run = lambda p=prog: gv.partition(gv.propagate(p))  # noqa: E731
             ours.setdefault(n, []).append(median_ms(run, 1))
     for n, ex in stacks.items():
         # a fresh function each time, so jax's caches cannot skip the lowering or the compile

@@ -39,6 +39,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from library_models import MESH, MODELS, VERSION, build  # noqa: E402
+from timing import empty_caches  # noqa: E402
 
 from gspmd_viz.xla import cost as xla_cost  # noqa: E402
 from gspmd_viz.xla.compiled import traced  # noqa: E402
@@ -59,14 +60,10 @@ def _errors(spmd, f, args) -> str:
 
 
 def first_call(f, args):
-    """f traced afresh, with every functools cache in gspmd_viz emptied: what a user's first
-    gv.partition of a model meets. Re-partitioning one program would time answers the caches
-    kept from the last repeat (reshard plans above all: 45 ms of llama_kh's 107 ms cold)."""
-    for name, module in list(sys.modules.items()):
-        if name.startswith("gspmd_viz"):
-            for obj in vars(module).values():
-                if callable(getattr(obj, "cache_clear", None)):
-                    obj.cache_clear()
+    """f traced afresh, with the package's caches emptied: what a user's first gv.partition of
+    a model meets. Re-partitioning one program would time answers the caches kept from the
+    last repeat (reshard plans above all: 45 ms of llama_kh's 107 ms cold)."""
+    empty_caches()
     return gv.trace(f, *args)
 
 
