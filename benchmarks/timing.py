@@ -37,5 +37,6 @@ def empty_caches() -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith("gspmd_viz"):
             for obj in vars(module).values():
-                if callable(getattr(obj, "cache_clear", None)):
+                mine = str(getattr(obj, "__module__", "")).startswith("gspmd_viz")
+                if mine and callable(getattr(obj, "cache_clear", None)):  # not jax's (XLA's side)
                     obj.cache_clear()
