@@ -35,9 +35,8 @@ from gspmd_viz.units import format_bytes
 
 def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[ReshardStep]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
-    mover = Mover(src.mesh, shape, dtype, source)
-    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
-    dst = mover.sharding(goal)
+    mover = Mover(src.mesh, shape, dtype, source, dst)
+    start, goal = state_key(src, len(shape)), mover.goal
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
     tie = itertools.count(1)
@@ -47,7 +46,7 @@ def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[ReshardS
             return [mover.step(before, move) for before, move in path]
         if best.get(state, cost) < cost:
             continue
-        for move in mover.moves(state, dst):
+        for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
             if c < best.get(move.new, (float("inf"),)):
                 best[move.new] = c
