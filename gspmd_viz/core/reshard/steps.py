@@ -190,9 +190,11 @@ class Mover:
         *local]. Where every device holds its new shard already: a free local slice, unless
         `slices` get there (a dim's axes growing at its end)."""
         new = (target, frozenset())
+        grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
+        if grows and self.holds_own(spec, target):  # round_count would say 0: no device counted
+            return
         rounds = round_count(self.sharding((spec, frozenset())), self.sharding(new), self.shape)
         if not rounds:
-            grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
             yield from [] if grows else [_Move("slice", (), (), new, None)]
             return
         roles = _roles(spec), _roles(target)
@@ -237,6 +239,15 @@ class Mover:
         whole number of shards (none straddling a shard's end)?"""
         n, s, t = self.shape[dim], self.size(have), self.size(want)
         return t % s == 0 and ceil_div(n, s) == t // s * ceil_div(n, t)
+
+    def holds_own(self, spec, target) -> bool:
+        """For a target whose dims' axes grow at their ends: does every device's new shard lie
+        inside its own old one? Yes where every dim nests: along a dim split s ways then t, the
+        device at (i, j) (old index i, index j over the added axes) starts its new block at
+        i * ceil(n/s) + j * ceil(n/t), and ceil(n/s) == t/s * ceil(n/t) keeps it inside."""
+        return all(
+            self.nested_dim(d, h, w) for d, (h, w) in enumerate(zip(spec, target, strict=True))
+        )
 
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
