@@ -38,7 +38,7 @@ def grown_specs(draw):
 @given(grown_specs())
 def test_a_device_said_to_hold_its_new_shard_sends_nothing(case):
     mesh, shape, spec, target = case
-    mover = Mover(mesh, shape, "float32", "", gv.Sharding(mesh, target))
+    mover = Mover(mesh, shape, "float32", "", (target, frozenset()))
     if mover.holds_own(spec, target):
         rounds = permute_rounds(gv.Sharding(mesh, spec), gv.Sharding(mesh, target), shape)
         assert moving(rounds) == []
@@ -48,7 +48,7 @@ def test_shards_that_do_not_nest_are_not_said_to_be_held():
     """5 rows over x=2 (3 a shard) then (x, y) on 2x4 (1 a shard): device (0, 3) wants row 3,
     which x=1's devices hold (rows 3..5), not it (rows 0..2): it is sent."""
     mesh = gv.Mesh({"x": 2, "y": 4})
-    mover = Mover(mesh, (5,), "float32", "", gv.Sharding(mesh, (("x", "y"),)))
+    mover = Mover(mesh, (5,), "float32", "", ((("x", "y"),), frozenset()))
     assert not mover.holds_own((("x",),), (("x", "y"),))
     rounds = permute_rounds(gv.Sharding(mesh, ("x",)), gv.Sharding(mesh, (("x", "y"),)), (5,))
     assert moving(rounds) != []

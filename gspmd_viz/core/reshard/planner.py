@@ -33,10 +33,9 @@ from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
 from gspmd_viz.units import format_bytes
 
 
-def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[ReshardStep]:
+def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
-    mover = Mover(src.mesh, shape, dtype, source, dst)
-    start, goal = state_key(src, len(shape)), mover.goal
+    mover = Mover(mesh, shape, dtype, source, goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
     tie = itertools.count(1)
@@ -51,7 +50,7 @@ def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[ReshardS
             if c < best.get(move.new, (float("inf"),)):
                 best[move.new] = c
                 heapq.heappush(heap, (c, next(tie), move.new, (*path, (state, move))))
-    raise AssertionError(f"no resharding plan from {src!r} to {dst!r}")  # gathers always work
+    raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
 
 
 # --- public --------------------------------------------------------------------------------
@@ -108,9 +107,10 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     shape = tuple(int(n) for n in shape)
     _check(src, dst, shape)
     dtype = as_dtype(dtype)
-    if state_key(src, len(shape)) == state_key(dst, len(shape)):
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
+    if start == goal:
         return ReshardPlan(src, dst, shape, dtype, [])
-    return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))
+    return ReshardPlan(src, dst, shape, dtype, _search(start, goal, src.mesh, shape, dtype, source))
 
 
 def _check(src: Sharding, dst: Sharding, shape) -> None:

@@ -48,16 +48,17 @@ class Mover:
     """Moves from one (spec, unreduced) state to the next, with their bytes. Plain tuples
     while searching; Steps (with Shardings and Collectives) only for the chosen path."""
 
-    def __init__(self, mesh, shape, dtype, source: str, dst: Sharding):
+    def __init__(self, mesh, shape, dtype, source: str, goal):
         self.mesh, self.shape, self.dtype, self.source = mesh, tuple(shape), dtype, source
         self.sizes = mesh.shape
-        self.goal = state_key(dst, len(self.shape))  # the state the search heads for
-        self.dst_axes, self.dst_unreduced = self.goal
+        self.goal = goal  # the (spec, unreduced) state the search heads for (`state_key`)
+        self.dst_axes, self.dst_unreduced = goal
         # memos for this one plan: the search asks the same sizes, tiles and layouts again
         # and again for every state it reaches (keyed by axes / spec / state tuples)
         self._sizes: dict = {}
         self._locals: dict = {}
         self._shardings: dict = {}
+        self._growths: dict = {}
 
     def sharding(self, state) -> Sharding:
         if state not in self._shardings:
@@ -69,12 +70,17 @@ class Mover:
             self._sizes[axes] = math.prod(self.sizes[a] for a in axes)
         return self._sizes[axes]
 
-    def local(self, spec) -> list[int]:
+    def local(self, spec) -> tuple[int, ...]:
         if spec not in self._locals:
             self._locals[spec] = tuple(
                 ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)
             )
-        return list(self._locals[spec])
+        return self._locals[spec]
+
+    def growth(self, spec) -> list[tuple[int, tuple[str, ...]]]:
+        if spec not in self._growths:
+            self._growths[spec] = list(_growth(spec, self.dst_axes))
+        return self._growths[spec]
 
     def nests(self, dim: int, prefix, extra) -> bool:
         return _nests(self.shape[dim], self.size(prefix), self.size(extra))
@@ -98,7 +104,7 @@ class Mover:
 
     def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
         """The operand of a collective that splits `dim` over `axes`: padded to divide."""
-        operand = self.local(spec)
+        operand = list(self.local(spec))
         operand[dim] = self.size(axes) * self.local(new)[dim]
         return tuple(operand)
 
@@ -106,7 +112,7 @@ class Mover:
     def slices(self, state):
         spec, unreduced = state
         used = {a for axes in spec for a in axes} | unreduced
-        for d, extra in _growth(spec, self.dst_axes):
+        for d, extra in self.growth(spec):
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if used & set(axes) or not self.nests(d, spec[d], axes):
@@ -117,7 +123,7 @@ class Mover:
     def reduce_scatters(self, state):
         spec, unreduced = state
         todo = unreduced - self.dst_unreduced
-        for d, extra in _growth(spec, self.dst_axes):
+        for d, extra in self.growth(spec):
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if not set(axes) <= todo or not self.nests(d, spec[d], axes):
@@ -134,7 +140,7 @@ class Mover:
         for k in range(1, len(todo) + 1):
             for axes in itertools.combinations(todo, k):
                 new = (spec, unreduced - set(axes))
-                yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
+                yield _Move("all-reduce", axes, (), new, self.local(spec))
 
     def all_gathers(self, state):
         """Un-split a dim's minor axes; where most of what a gather would bring is padding,
@@ -145,14 +151,14 @@ class Mover:
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
                 if self.nests(d, keep, axes):
                     new = (_set(spec, d, keep), unreduced)
-                    yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
-                    gathered = tuple(self.local(new[0]))
+                    yield _Move("all-gather", axes, (d,), new, self.local(spec))
+                    gathered = self.local(new[0])
                     if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
                         yield _Move("all-reduce", axes, (d,), new, gathered)
 
     def all_to_alls(self, state):
         spec, unreduced = state
-        growth = dict(_growth(spec, self.dst_axes))
+        growth = dict(self.growth(spec))
         for d, cur in enumerate(spec):
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
@@ -202,7 +208,7 @@ class Mover:
         for d, (have, want) in enumerate(zip(spec, target, strict=True)):
             if not self.nested_dim(d, have, want):  # blocks move along all of its axes
                 moved |= set(have) | set(want)
-        local = tuple(self.local(target))
+        local = self.local(target)
         operand = (rounds, *local) if rounds > 1 else local
         axes = tuple(a for a in self.mesh.axis_names if a in moved)
         yield _Move("collective-permute", axes, (), new, operand)
