@@ -38,18 +38,22 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
     mover = Mover(mesh, shape, dtype, source, goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
+    found = None  # (cost, path): the cheapest way to the goal pushed so far
     tie = itertools.count(1)
     while heap:
         cost, _, state, path = heapq.heappop(heap)
-        if state == goal:
-            return [mover.step(before, move) for before, move in path]
+        # every step adds at least (0, 0, 1) and costs only grow from here: nothing later
+        # pushes a cheaper way to the goal (the goal's own entry would be popped next at best)
+        if found is not None and found[0] <= (cost[0], cost[1], cost[2] + 1):
+            return [mover.step(before, move) for before, move in found[1]]
         if best.get(state, cost) < cost:
             continue
         for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
             if c < best.get(move.new, (float("inf"),)):
-                best[move.new] = c
-                heapq.heappush(heap, (c, next(tie), move.new, (*path, (state, move))))
+                best[move.new], way = c, (*path, (state, move))
+                found = (c, way) if move.new == goal else found
+                heapq.heappush(heap, (c, next(tie), move.new, way))
     raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
 
 
