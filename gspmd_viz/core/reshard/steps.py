@@ -317,6 +317,8 @@ def _growth(spec, dst_axes):
 def state_key(sharding: Sharding, ndim: int):
     """(spec, unreduced) without size-1 mesh axes: they split nothing and sum nothing, so
     shardings that differ only there hold the same data on every device."""
-    size = sharding.mesh.shape
-    spec = tuple(tuple(a for a in sharding.dim_axes(d) if size[a] > 1) for d in range(ndim))
-    return spec, frozenset(a for a in sharding.unreduced if size[a] > 1)
+    ones = sharding.mesh.unit_axes
+    spec = sharding.spec + ((),) * (ndim - len(sharding.spec))  # trailing dims: replicated
+    if ones:
+        spec = tuple(tuple(a for a in axes if a not in ones) for axes in spec)
+    return spec, sharding.unreduced - ones
