@@ -185,7 +185,8 @@ class Mover:
         targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
         targets += (self.relabel(spec, goal), self.on_data(spec))
         for target in dict.fromkeys(targets):
-            if target != spec and self.inside(spec, target):
+            # a target every device holds already yields nothing (`_permute`): skip it early
+            if target != spec and not self.holds_own(spec, target) and self.inside(spec, target):
                 yield from self._permute(spec, target)
 
     def _permute(self, spec, target):
@@ -196,11 +197,9 @@ class Mover:
         *local]. Where every device holds its new shard already: a free local slice, unless
         `slices` get there (a dim's axes growing at its end)."""
         new = (target, frozenset())
-        grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
-        if grows and self.holds_own(spec, target):  # round_count would say 0: no device counted
-            return
         rounds = round_count(self.sharding((spec, frozenset())), self.sharding(new), self.shape)
         if not rounds:
+            grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
             yield from [] if grows else [_Move("slice", (), (), new, None)]
             return
         roles = _roles(spec), _roles(target)
@@ -247,12 +246,14 @@ class Mover:
         return t % s == 0 and ceil_div(n, s) == t // s * ceil_div(n, t)
 
     def holds_own(self, spec, target) -> bool:
-        """For a target whose dims' axes grow at their ends: does every device's new shard lie
-        inside its own old one? Yes where every dim nests: along a dim split s ways then t, the
-        device at (i, j) (old index i, index j over the added axes) starts its new block at
-        i * ceil(n/s) + j * ceil(n/t), and ceil(n/s) == t/s * ceil(n/t) keeps it inside."""
+        """Does every device's new shard lie inside its own old one, known without counting
+        devices (`round_count` would say 0)? Yes where every dim's axes grow at its end and
+        nest: along a dim split s ways then t, the device at (i, j) (old index i, index j over
+        the added axes) starts its new block at i * ceil(n/s) + j * ceil(n/t), and
+        ceil(n/s) == t/s * ceil(n/t) keeps it inside."""
         return all(
-            self.nested_dim(d, h, w) for d, (h, w) in enumerate(zip(spec, target, strict=True))
+            w[: len(h)] == h and self.nested_dim(d, h, w)
+            for d, (h, w) in enumerate(zip(spec, target, strict=True))
         )
 
     def inside(self, spec, target) -> bool:
