@@ -33,26 +33,28 @@ from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
 from gspmd_viz.units import format_bytes
 
 
-def _search(src: Sharding, dst: Sharding, shape, dtype, source) -> list[ReshardStep]:
+def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
-    mover = Mover(src.mesh, shape, dtype, source)
-    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
-    dst = mover.sharding(goal)
+    mover = Mover(mesh, shape, dtype, source, goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
+    found = None  # (cost, path): the cheapest way to the goal pushed so far
     tie = itertools.count(1)
     while heap:
         cost, _, state, path = heapq.heappop(heap)
-        if state == goal:
-            return [mover.step(before, move) for before, move in path]
+        # every step adds at least (0, 0, 1) and costs only grow from here: nothing later
+        # pushes a cheaper way to the goal (the goal's own entry would be popped next at best)
+        if found is not None and found[0] <= (cost[0], cost[1], cost[2] + 1):
+            return [mover.step(before, move) for before, move in found[1]]
         if best.get(state, cost) < cost:
             continue
-        for move in mover.moves(state, dst):
+        for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
             if c < best.get(move.new, (float("inf"),)):
-                best[move.new] = c
-                heapq.heappush(heap, (c, next(tie), move.new, (*path, (state, move))))
-    raise AssertionError(f"no resharding plan from {src!r} to {dst!r}")  # gathers always work
+                best[move.new], way = c, (*path, (state, move))
+                found = (c, way) if move.new == goal else found
+                heapq.heappush(heap, (c, next(tie), move.new, way))
+    raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
 
 
 # --- public --------------------------------------------------------------------------------
@@ -109,9 +111,10 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     shape = tuple(int(n) for n in shape)
     _check(src, dst, shape)
     dtype = as_dtype(dtype)
-    if state_key(src, len(shape)) == state_key(dst, len(shape)):
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
+    if start == goal:
         return ReshardPlan(src, dst, shape, dtype, [])
-    return ReshardPlan(src, dst, shape, dtype, _search(src, dst, shape, dtype, source))
+    return ReshardPlan(src, dst, shape, dtype, _search(start, goal, src.mesh, shape, dtype, source))
 
 
 def _check(src: Sharding, dst: Sharding, shape) -> None:

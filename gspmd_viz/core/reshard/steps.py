@@ -48,18 +48,39 @@ class Mover:
     """Moves from one (spec, unreduced) state to the next, with their bytes. Plain tuples
     while searching; Steps (with Shardings and Collectives) only for the chosen path."""
 
-    def __init__(self, mesh, shape, dtype, source: str):
+    def __init__(self, mesh, shape, dtype, source: str, goal):
         self.mesh, self.shape, self.dtype, self.source = mesh, tuple(shape), dtype, source
         self.sizes = mesh.shape
+        self.goal = goal  # the (spec, unreduced) state the search heads for (`state_key`)
+        self.dst_axes, self.dst_unreduced = goal
+        # memos for this one plan: the search asks the same sizes, tiles and layouts again
+        # and again for every state it reaches (keyed by axes / spec / state tuples)
+        self._sizes: dict = {}
+        self._locals: dict = {}
+        self._shardings: dict = {}
+        self._growths: dict = {}
 
     def sharding(self, state) -> Sharding:
-        return Sharding(self.mesh, state[0], state[1])
+        if state not in self._shardings:
+            self._shardings[state] = Sharding.of_axes(self.mesh, state[0], state[1])
+        return self._shardings[state]
 
     def size(self, axes) -> int:
-        return math.prod(self.sizes[a] for a in axes)
+        if axes not in self._sizes:
+            self._sizes[axes] = math.prod(self.sizes[a] for a in axes)
+        return self._sizes[axes]
 
-    def local(self, spec) -> list[int]:
-        return [ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
+    def local(self, spec) -> tuple[int, ...]:
+        if spec not in self._locals:
+            self._locals[spec] = tuple(
+                ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)
+            )
+        return self._locals[spec]
+
+    def growth(self, spec) -> list[tuple[int, tuple[str, ...]]]:
+        if spec not in self._growths:
+            self._growths[spec] = list(_growth(spec, self.dst_axes))
+        return self._growths[spec]
 
     def nests(self, dim: int, prefix, extra) -> bool:
         return _nests(self.shape[dim], self.size(prefix), self.size(extra))
@@ -83,15 +104,15 @@ class Mover:
 
     def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
         """The operand of a collective that splits `dim` over `axes`: padded to divide."""
-        operand = self.local(spec)
+        operand = list(self.local(spec))
         operand[dim] = self.size(axes) * self.local(new)[dim]
         return tuple(operand)
 
     # --- one generator per kind of move ---------------------------------------------------
-    def slices(self, state, dst):
+    def slices(self, state):
         spec, unreduced = state
         used = {a for axes in spec for a in axes} | unreduced
-        for d, extra in _growth(spec, dst):
+        for d, extra in self.growth(spec):
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if used & set(axes) or not self.nests(d, spec[d], axes):
@@ -99,10 +120,10 @@ class Mover:
                 new = (_set(spec, d, spec[d] + axes), unreduced)
                 yield _Move("slice", axes, (d,), new, None)
 
-    def reduce_scatters(self, state, dst):
+    def reduce_scatters(self, state):
         spec, unreduced = state
-        todo = unreduced - dst.unreduced
-        for d, extra in _growth(spec, dst):
+        todo = unreduced - self.dst_unreduced
+        for d, extra in self.growth(spec):
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if not set(axes) <= todo or not self.nests(d, spec[d], axes):
@@ -113,15 +134,15 @@ class Mover:
                     "reduce-scatter", axes, (d,), (new_spec, unreduced - set(axes)), operand
                 )
 
-    def all_reduces(self, state, dst):
+    def all_reduces(self, state):
         spec, unreduced = state
-        todo = [a for a in self.mesh.axis_names if a in unreduced - dst.unreduced]
+        todo = [a for a in self.mesh.axis_names if a in unreduced - self.dst_unreduced]
         for k in range(1, len(todo) + 1):
             for axes in itertools.combinations(todo, k):
                 new = (spec, unreduced - set(axes))
-                yield _Move("all-reduce", axes, (), new, tuple(self.local(spec)))
+                yield _Move("all-reduce", axes, (), new, self.local(spec))
 
-    def all_gathers(self, state, dst):
+    def all_gathers(self, state):
         """Un-split a dim's minor axes; where most of what a gather would bring is padding,
         sum zero-padded blocks instead (an all-reduce of the gathered size, as XLA does)."""
         spec, unreduced = state
@@ -130,14 +151,14 @@ class Mover:
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
                 if self.nests(d, keep, axes):
                     new = (_set(spec, d, keep), unreduced)
-                    yield _Move("all-gather", axes, (d,), new, tuple(self.local(spec)))
-                    gathered = tuple(self.local(new[0]))
+                    yield _Move("all-gather", axes, (d,), new, self.local(spec))
+                    gathered = self.local(new[0])
                     if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
                         yield _Move("all-reduce", axes, (d,), new, gathered)
 
-    def all_to_alls(self, state, dst):
+    def all_to_alls(self, state):
         spec, unreduced = state
-        growth = dict(_growth(spec, dst))
+        growth = dict(self.growth(spec))
         for d, cur in enumerate(spec):
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
@@ -151,20 +172,21 @@ class Mover:
                     operand = self.padded(spec, new_spec, e, axes)
                     yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
 
-    def permutes(self, state, dst):
+    def permutes(self, state):
         """Straight to dst when every dst shard lies inside one src shard: the holder slices it
         out and sends it (same tiling in another device order has nothing to slice). Or, on the
         way, reorder each dim's axes so those dst keeps there come first, or put dst's axes
         first and the src axes it drops after them (`_goal_major`): then only the minor axes
         need gathering (# XLA: reshard by collective-permute before an all-gather)."""
         spec, unreduced = state
-        if unreduced or dst.unreduced:
+        if unreduced or self.dst_unreduced:
             return
-        goal = state_key(dst, len(self.shape))[0]
+        goal = self.goal[0]
         targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
         targets += (self.relabel(spec, goal), self.on_data(spec))
         for target in dict.fromkeys(targets):
-            if target != spec and self.inside(spec, target):
+            # a target every device holds already yields nothing (`_permute`): skip it early
+            if target != spec and not self.holds_own(spec, target) and self.inside(spec, target):
                 yield from self._permute(spec, target)
 
     def _permute(self, spec, target):
@@ -185,7 +207,7 @@ class Mover:
         for d, (have, want) in enumerate(zip(spec, target, strict=True)):
             if not self.nested_dim(d, have, want):  # blocks move along all of its axes
                 moved |= set(have) | set(want)
-        local = tuple(self.local(target))
+        local = self.local(target)
         operand = (rounds, *local) if rounds > 1 else local
         axes = tuple(a for a in self.mesh.axis_names if a in moved)
         yield _Move("collective-permute", axes, (), new, operand)
@@ -223,6 +245,17 @@ class Mover:
         n, s, t = self.shape[dim], self.size(have), self.size(want)
         return t % s == 0 and ceil_div(n, s) == t // s * ceil_div(n, t)
 
+    def holds_own(self, spec, target) -> bool:
+        """Does every device's new shard lie inside its own old one, known without counting
+        devices (`round_count` would say 0)? Yes where every dim's axes grow at its end and
+        nest: along a dim split s ways then t, the device at (i, j) (old index i, index j over
+        the added axes) starts its new block at i * ceil(n/s) + j * ceil(n/t), and
+        ceil(n/s) == t/s * ceil(n/t) keeps it inside."""
+        return all(
+            w[: len(h)] == h and self.nested_dim(d, h, w)
+            for d, (h, w) in enumerate(zip(spec, target, strict=True))
+        )
+
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
         return all(
@@ -230,7 +263,7 @@ class Mover:
             for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
         )
 
-    def moves(self, state, dst):
+    def moves(self, state):
         for gen in (
             self.slices,
             self.reduce_scatters,
@@ -239,7 +272,7 @@ class Mover:
             self.all_gathers,
             self.permutes,
         ):
-            yield from gen(state, dst)
+            yield from gen(state)
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:
@@ -275,10 +308,9 @@ def _set(spec, dim, axes):
     return spec[:dim] + (tuple(axes),) + spec[dim + 1 :]
 
 
-def _growth(spec, dst: Sharding):
+def _growth(spec, dst_axes):
     """(dim, axes dst wants after the current ones) for dims whose axes are a prefix of dst's."""
-    for d, cur in enumerate(spec):
-        want = dst.dim_axes(d)
+    for d, (cur, want) in enumerate(zip(spec, dst_axes, strict=True)):
         if want[: len(cur)] == cur and len(want) > len(cur):
             yield d, want[len(cur) :]
 
@@ -286,6 +318,8 @@ def _growth(spec, dst: Sharding):
 def state_key(sharding: Sharding, ndim: int):
     """(spec, unreduced) without size-1 mesh axes: they split nothing and sum nothing, so
     shardings that differ only there hold the same data on every device."""
-    size = sharding.mesh.shape
-    spec = tuple(tuple(a for a in sharding.dim_axes(d) if size[a] > 1) for d in range(ndim))
-    return spec, frozenset(a for a in sharding.unreduced if size[a] > 1)
+    ones = sharding.mesh.unit_axes
+    spec = sharding.spec + ((),) * (ndim - len(sharding.spec))  # trailing dims: replicated
+    if ones:
+        spec = tuple(tuple(a for a in axes if a not in ones) for axes in spec)
+    return spec, sharding.unreduced - ones
