@@ -11,7 +11,7 @@ import gspmd_viz as gv
 gv.use_cpu_devices(8)
 
 import jax  # noqa: E402
-from timing import empty_caches, median_ms  # noqa: E402  (benchmarks/ is the script's directory)
+from timing import first_call, median_ms  # noqa: E402  (benchmarks/ is the script's directory)
 
 from gspmd_viz.zoo import examples  # noqa: E402
 
@@ -24,8 +24,7 @@ def main() -> None:
     ours, xla = {}, {}
     for _ in range(5):  # alternate, so machine noise hits every size alike
         for n, ex in stacks.items():  # a first call: a fresh trace, the caches empty
-            prog = gv.trace(ex.fn, *ex.args)
-            empty_caches()
+            prog = first_call(ex.fn, ex.args)
             run = lambda p=prog: gv.partition(gv.propagate(p))  # noqa: E731
             ours.setdefault(n, []).append(median_ms(run, 1))
     for n, ex in stacks.items():

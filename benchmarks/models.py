@@ -5,7 +5,7 @@ Per model: max |ours - the unpartitioned program| ("exact" if 0) and the same fo
 partitioned run (jax.jit; a contraction split over devices sums in another order, in both),
 outputs' shardings == XLA's propagation, ours / XLA's per device: wire bytes, FLOPs (each op
 once) and memory (compiled); and our propagate + partition time on a first call (wall, and
-CPU; `first_call`: a fresh trace, the package's caches empty; "again": CPU when the same
+CPU; timing.first_call: a fresh trace, the package's caches empty; "again": CPU when the same
 program is partitioned again) / XLA's lower + compile of the same program from jax's traced
 jaxpr (wall; "lower" is its lowering alone; medians, the two sides taking turns). Every
 timing mode times first calls.
@@ -39,7 +39,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from library_models import MESH, MODELS, VERSION, build  # noqa: E402
-from timing import empty_caches  # noqa: E402
+from timing import first_call  # noqa: E402
 
 from gspmd_viz.xla import cost as xla_cost  # noqa: E402
 from gspmd_viz.xla.compiled import traced  # noqa: E402
@@ -57,14 +57,6 @@ def _errors(spmd, f, args) -> str:
     """Ours and XLA's max error against the unpartitioned program, as two columns."""
     want = spmd.program.unpartitioned(*args)
     return f"{_error(spmd(*args), want):>7} {_error(jax.jit(f)(*args), want):>7}"
-
-
-def first_call(f, args):
-    """f traced afresh, with the package's caches emptied: what a user's first gv.partition of
-    a model meets. Re-partitioning one program would time answers the caches kept from the
-    last repeat (reshard plans above all: 45 ms of llama_kh's 107 ms cold)."""
-    empty_caches()
-    return gv.trace(f, *args)
 
 
 def _seconds(f, args, prop, repeats: int) -> tuple[float, ...]:

@@ -2,9 +2,10 @@
 
 gv.partition asks `cached_plan(src, dst, shape, dtype)` for every resharding it weighs; a
 user's first call on a model pays each plan cold. Per model (tests/library_models.py):
-propagate + partition CPU ms with a fresh trace and the plan cache cleared (cold) and with it
-kept from the previous run (warm), medians of 7, their ratio; the distinct plans asked for and
-the cold CPU microseconds per plan (`reshard_plan` on those arguments, median of 5 passes).
+propagate + partition CPU ms on a first call (timing.first_call: a fresh trace, the
+package's caches emptied; cold) and with the caches kept from the previous run (warm),
+medians of 7, their ratio; the distinct plans asked for and the cold CPU microseconds per
+plan (`reshard_plan` on those arguments, median of 5 passes).
 
 Run: .venv/bin/python benchmarks/reshard_plans.py [llama llama_kh mixtral gpt_neox]
 """
@@ -20,6 +21,7 @@ gv.use_cpu_devices(8)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from library_models import MODELS, build  # noqa: E402
+from timing import first_call  # noqa: E402
 
 from gspmd_viz.core.choice import choose_split  # noqa: E402
 from gspmd_viz.core.reshard.planner import reshard_plan  # noqa: E402
@@ -29,9 +31,7 @@ def partition_ms(f, args, cold: bool, repeats: int = 7) -> float:
     """Median CPU ms of propagate + partition on a fresh trace."""
     times = []
     for _ in range(repeats):
-        prog = gv.trace(f, *args)
-        if cold:
-            choose_split.cached_plan.cache_clear()
+        prog = first_call(f, args) if cold else gv.trace(f, *args)
         start = time.process_time()
         gv.partition(gv.propagate(prog))
         times.append(time.process_time() - start)
@@ -48,8 +48,7 @@ def asked_plans(f, args) -> list[tuple]:
 
     choose_split.reshard_plan = record
     try:
-        choose_split.cached_plan.cache_clear()
-        gv.partition(gv.propagate(gv.trace(f, *args)))
+        gv.partition(gv.propagate(first_call(f, args)))
     finally:
         choose_split.reshard_plan = plan
     return asked

@@ -6,6 +6,8 @@ import time
 
 import jax
 
+import gspmd_viz as gv
+
 
 def paired_times(fn_a, fn_b, repeats: int = 41, warmup: int = 3) -> tuple[float, float]:
     """Median seconds of two functions, run alternately so both see the same machine load."""
@@ -31,9 +33,16 @@ def median_ms(fn, repeat: int = 7) -> float:
     return 1e3 * statistics.median(times)
 
 
+def first_call(f, args):
+    """f traced afresh, with the package's caches emptied: what a user's first gv.partition of
+    a model meets. Re-partitioning one program would time answers the caches kept from the
+    last run (the module-level reshard-plan cache above all)."""
+    empty_caches()
+    return gv.trace(f, *args)
+
+
 def empty_caches() -> None:
-    """Empty every functools cache in gspmd_viz, so a timed run is a user's first call on its
-    program (run again, the module-level reshard-plan cache answers from the last run)."""
+    """Empty every functools cache in gspmd_viz (`first_call`)."""
     for name, module in list(sys.modules.items()):
         if name.startswith("gspmd_viz"):
             for obj in vars(module).values():
