@@ -67,14 +67,15 @@ def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
 # --- choosing the factor split ---------------------------------------------------------------
 
 
-def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
-    if len(factors) == 1:  # most dims: one factor's axes as they are
-        return tuple(fa.get(factors[0], ()))
-    return tuple(a for f in factors for a in fa.get(f, ()))
-
-
 def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
-    return tuple([_dim_axes(fa, fs) for fs in tensor])
+    """Each dim's mesh axes under split fa: its factors' axes, major first."""
+    return tuple(
+        [
+            tuple(fa.get(fs[0], ())) if len(fs) == 1  # most dims: one factor's axes as they are
+            else tuple([a for f in fs for a in fa.get(f, ())])
+            for fs in tensor
+        ]
+    )  # fmt: skip
 
 
 class EquationSplit:
@@ -180,7 +181,7 @@ class EquationSplit:
         return self.rule.factors[f].kind in ("reduction", "windowed-sum") or f in self.lookup
 
     def size(self, axes) -> int:
-        return math.prod(self.sizes[a] for a in axes)
+        return math.prod([self.sizes[a] for a in axes])
 
     def tensors(self):
         """(global shape, factors) of every operand and result."""
@@ -199,20 +200,18 @@ class EquationSplit:
 
     def _from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
         fa: FactorAxes = {}
+        factors, sizes = self.rule.factors, self.sizes
         for d, fs in enumerate(tensor):
             axes = list(sharding.dim_axes(d))
             for f in fs:
-                taken = []
-                while (
-                    axes
-                    and (  # a dim of one factor may split unevenly (padded shards)
-                        len(fs) == 1
-                        or self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
-                    )
+                taken, n = [], 1  # n: the devices taken splits f over
+                while axes and (  # a dim of one factor may split unevenly (padded shards)
+                    len(fs) == 1 or factors[f].size % (n * sizes[axes[0]]) == 0
                 ):
+                    n *= sizes[axes[0]]
                     taken.append(axes.pop(0))
                 fa.setdefault(f, tuple(taken))
-                if self.size(taken) != self.rule.factors[f].size:
+                if n != factors[f].size:
                     break
         return fa
 
@@ -307,7 +306,11 @@ class EquationSplit:
         `above`, the bytes so far once the halos and fetches alone exceed it (the caller asks
         only whether fa costs more: handing results on adds bytes, never takes any away)."""
         e = self.eqn
-        total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
+        total = (
+            0.0
+            if not self.halo_operands
+            else self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
+        )
         fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
             (v, target)
             for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)

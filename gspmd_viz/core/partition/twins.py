@@ -39,8 +39,8 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
         for k, v in enumerate(values):
             first.setdefault(id(v), k)
         same = tuple([first[id(v)] for v in values])
-        ins = tuple(_remade_view(p, x) for x in eqn.inputs)
-        outs = tuple(_result_view(p, v) for v in eqn.outputs)
+        ins = tuple([_remade_view(p, x) for x in eqn.inputs])
+        outs = tuple([_result_view(p, v) for v in eqn.outputs])
         known[eqn] = numbers.setdefault((static(p, eqn), same, ins, outs), len(numbers))
     return known[eqn]
 
@@ -48,7 +48,8 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
 def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
     """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
     its operands were propagated."""
-    ins = tuple(p.prop.sharding(x) if isinstance(x, Value) else None for x in eqn.inputs)
+    held = p.prop.shardings
+    ins = tuple([held[x] if isinstance(x, Value) else None for x in eqn.inputs])
     return (static(p, eqn), ins)
 
 
@@ -133,13 +134,13 @@ def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
 
 
 def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
-    ins = q.eqn.inputs
+    ins, held = q.eqn.inputs, p.prop.shardings
     return (
         pos,
         static(p, q.eqn),
-        tuple(p.prop.sharding(u) if isinstance(u, Value) else None for u in ins),
-        tuple(_remade_view(p, u) for u in ins),
-        tuple(_asked_view(p, w) for w in q.eqn.outputs),
+        tuple([held[u] if isinstance(u, Value) else None for u in ins]),
+        tuple([_remade_view(p, u) for u in ins]),
+        tuple([_asked_view(p, w) for w in q.eqn.outputs]),
     )
 
 
@@ -158,8 +159,10 @@ def _frozen(params) -> object:
         return ("tuple", params)  # general case's answer, without a call per entry
     if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
         return (type(params).__name__, repr(params))
-    if isinstance(params, dict):
-        return tuple((k, _frozen(v)) for k, v in sorted(params.items()))
+    if isinstance(params, dict):  # most values atoms: as they are, without a call each
+        return tuple(
+            [(k, v if type(v) in _ATOMS else _frozen(v)) for k, v in sorted(params.items())]
+        )
     if isinstance(params, list | tuple):
         return (type(params).__name__, tuple(_frozen(v) for v in params))
     if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
