@@ -15,18 +15,13 @@ the same places in the same layouts gets the same choice.
 
 from __future__ import annotations
 
-import numpy as np
-
 from gspmd_viz.core.choice.choose_split import frozen
 from gspmd_viz.core.partition.lookahead import sole_reader
 from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.partition.remake_scalars import remade_from
-from gspmd_viz.core.program.trace import Equation, Literal, Value
+from gspmd_viz.core.program.trace import Equation, Value
 
 __all__ = ["follow_key", "placed", "roles", "signature", "static"]
-
-_ATOMS = frozenset({int, str, type(None)})  # params that are their own key (not a float nor
-# a bool: 1 == 1.0 == True and 0.0 == -0.0 as keys, and a twin's local op is its twin's)
 
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
@@ -77,10 +72,11 @@ def _place(values: list, v) -> int | None:
 
 
 def static(p: PartitionerState, eqn: Equation) -> int:
-    """Primitive, params, operand and result types, rules and splits: the equation alone, as
-    a number (made once per memo: an equation is also its producer's reader and its readers'
-    remade operand's producer). Equations of one number differ only in their values' names:
-    a split's local op made for one is the other's (Partitioner.applied)."""
+    """The equation alone (its kind: primitive, params, operand and result types, which decide
+    its rules; Program.kinds) with its splits, as a number (made once per memo: an equation is also its
+    producer's reader and its readers' remade operand's producer). Equations of one number
+    differ only in their values' names: a split's local op made for one is the other's
+    (Partitioner.applied)."""
     known, numbers = p.memo.statics, p.memo.signature_numbers
     if eqn not in known:
         known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
@@ -90,20 +86,11 @@ def static(p: PartitionerState, eqn: Equation) -> int:
 def _made_static(p: PartitionerState, eqn: Equation) -> tuple:
     splits = p.splits(eqn)
     return (
-        eqn.primitive,
-        _frozen(eqn.params),
-        tuple(_operand(x) for x in eqn.inputs),
-        tuple((v.shape, v.dtype) for v in eqn.outputs),
-        tuple((q.rule, frozen(q.settled), q.propagated) for q in splits),
+        p.program.kinds[eqn],
+        tuple([(frozen(q.settled), q.propagated) for q in splits]),
         eqn in p.live_set,
         eqn in p.deferred,
     )
-
-
-def _operand(x) -> tuple:
-    """An operand's type, shape, dtype (and a literal's value)."""
-    kind = (type(x).__name__, x.shape, x.dtype)
-    return kind + (_frozen(x.value),) if isinstance(x, Literal) else kind
 
 
 def _result_view(p: PartitionerState, v: Value) -> tuple:
@@ -148,27 +135,3 @@ def _remade_view(p: PartitionerState, x) -> tuple | None:
     """For a value made again from scalars wherever it is asked for: its producer, alone."""
     producer = remade_from(p, x) if isinstance(x, Value) else None
     return producer and static(p, producer)
-
-
-def _frozen(params) -> object:
-    """params as a dict key: containers by content, arrays by bytes, the rest as they hash
-    (or by identity when they do not: then no twin is found, which is safe)."""
-    if type(params) in _ATOMS:  # most params: as they are
-        return params
-    if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
-        return ("tuple", params)  # general case's answer, without a call per entry
-    if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
-        return (type(params).__name__, repr(params))
-    if isinstance(params, dict):  # most values atoms: as they are, without a call each
-        return tuple(
-            [(k, v if type(v) in _ATOMS else _frozen(v)) for k, v in sorted(params.items())]
-        )
-    if isinstance(params, list | tuple):
-        return (type(params).__name__, tuple(_frozen(v) for v in params))
-    if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
-        return ("array", params.shape, params.dtype, params.tobytes())
-    try:
-        hash(params)
-    except TypeError:
-        return ("object", id(params))
-    return params

@@ -40,7 +40,7 @@ from gspmd_viz.core.propagation.record import (
     user_annotations,
     with_constrained_producers,
 )
-from gspmd_viz.core.rules.registry import is_known, rule_for
+from gspmd_viz.core.rules.registry import is_known, program_rules
 from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.core.sharding.sharding import Sharding
 
@@ -109,7 +109,7 @@ class Propagator:
             self.specs[self.slot[v.id]] = tuple(s.dim_axes(d) for d in range(v.ndim))
         self.pinned = {self.slot[v.id] for v in self.fixed}  # the slots of fixed values
         eqns = program.equations
-        self.rules = [rule_for(e) for e in eqns]
+        self.rules = program_rules(program)
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.kinds = self._kinds()
         self.categories, self.narrow = self._categories()
