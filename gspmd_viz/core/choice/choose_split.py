@@ -93,24 +93,29 @@ class EquationSplit:
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
         self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
-        self.halo_free = self.whole_window_factors(entry)
-        self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
-            f: d
-            for d in (window_of(eqn.eqn) if entry.halo else {})
-            for f in rule.operands[0][d]
-            if rule.factors[f].kind in ("windowed", "windowed-sum")
-        }
+        self.halo_free = self.whole_window_factors(entry) if entry.halo_free_dims else {}
+        self.halo = self.halo_factors() if entry.halo else {}
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
-        self.compound = [fs for _, tensor in self.tensors() for fs in tensor if len(fs) > 1]
+        self.compound = [fs for t in rule.operands + rule.results for fs in t if len(fs) > 1]
         self._shardings: dict[tuple, tuple] = {}  # split -> tensor_shardings
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
         self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
 
+    def halo_factors(self) -> dict[int, int]:
+        """Windowed factor -> operand-0 dim a halo exchange may split."""
+        rule = self.rule
+        return {
+            f: d
+            for d in window_of(self.eqn.eqn)
+            for f in rule.operands[0][d]
+            if rule.factors[f].kind in ("windowed", "windowed-sum")
+        }
+
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
         operand, not the source), for dims whose windows tile it: split into whole windows."""
-        dims = entry.halo_free_dims(self.eqn) if entry.halo_free_dims else {}
+        dims = entry.halo_free_dims(self.eqn)
         k = self.halo_operands[0] if self.halo_operands else 0
         return {
             f: (self.eqn.inputs[k].shape[d], stride)

@@ -160,8 +160,9 @@ class Partitioner:
         """One per rule the equation may split by (split.rules_of), ready to be costed. Made
         once per memo, but for a windowed op (its splits note, as they are costed, which halos
         would not pay: each pass notes its own)."""
-        if eqn in self.memo.splits:
-            return self.memo.splits[eqn]
+        found = self.memo.splits.get(eqn)
+        if found is not None:
+            return found
         rules = rules_of(eqn, self.prop.rule(eqn))
         made = [self._split(eqn, rule, k == 0) for k, rule in enumerate(rules)]
         if not entry_for(eqn).halo:

@@ -72,11 +72,11 @@ def _place(values: list, v) -> int | None:
 
 
 def static(p: PartitionerState, eqn: Equation) -> int:
-    """The equation alone (its kind: primitive, params, operand and result types, which decide
-    its rules; Program.kinds) with its splits, as a number (made once per memo: an equation is also its
-    producer's reader and its readers' remade operand's producer). Equations of one number
-    differ only in their values' names: a split's local op made for one is the other's
-    (Partitioner.applied)."""
+    """The equation alone (its kind: primitive, params, operand and result types, which
+    decide its rules; Program.kinds) with its splits, as a number (made once per memo: an
+    equation is also its producer's reader and its readers' remade operand's producer).
+    Equations of one number differ only in their values' names: a split's local op made for
+    one is the other's (Partitioner.applied)."""
     known, numbers = p.memo.statics, p.memo.signature_numbers
     if eqn not in known:
         known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
