@@ -408,7 +408,7 @@ class Partitioner:
         windowed op, whose splits are made afresh)."""
         if entry_for(q.eqn).halo:
             return self.make_applied(q, fa)
-        key = (q, tuple(sorted((f, tuple(axes)) for f, axes in fa.items())))
+        key = (q, tuple(sorted(fa.items())))  # a chosen split's axes are tuples (sanitized)
         found = self.memo.applied.get(key)
         if found is None:
             found = self.memo.applied[key] = self.twin_applied(q, fa, key[1])

@@ -40,6 +40,7 @@ from gspmd_viz.core.propagation.record import (
     user_annotations,
     with_constrained_producers,
 )
+from gspmd_viz.core.rules.factors import FactorRule
 from gspmd_viz.core.rules.registry import is_known, program_rules
 from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.core.sharding.sharding import Sharding
@@ -146,10 +147,15 @@ class Propagator:
         whether it is closed or its open dims, which value it shares."""
         numbers: dict[tuple, int] = {}
         kinds = []
-        for rule, ts in zip(self.rules, self.tensors, strict=True):
+        rules: dict[FactorRule, int] = {}  # a number per rule, equal rules one number
+        by_object: dict[int, int] = {}  # id(rule) -> its number: a rule object is hashed
+        for rule, ts in zip(self.rules, self.tensors, strict=True):  # once (program_rules
+            number = by_object.get(id(rule))  # gives equations of a kind one object)
+            if number is None:
+                number = by_object[id(rule)] = rules.setdefault(rule, len(rules))
             slots = [t.slot for t in ts]
             shape = tuple([(t.factors, t.is_result, t.size, t.closed, t.opened) for t in ts])
-            key = (rule, shape, tuple([slots.index(k) for k in slots]))
+            key = (number, shape, tuple([slots.index(k) for k in slots]))
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
 
