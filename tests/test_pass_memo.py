@@ -54,6 +54,9 @@ class _Forgetful(dict):
     def __contains__(self, key) -> bool:
         return False
 
+    def get(self, key, default=None):
+        return default
+
 
 _REAL_MEMO = partitioner.PassMemo.__init__
 

@@ -189,15 +189,16 @@ class Partitioner:
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for: what each live consumer's
         propagated split needs (and the propagated sharding, for a program output)."""
-        if v not in self.wanted_by:
+        found = self.wanted_by.get(v)
+        if found is None:
             targets = [self.prop.sharding(v)] if v in self.outputs else []
             for eqn, pos in self.program.consumers.get(v, ()):
                 if eqn in self.deferred:  # the rotation reads v as its result is split
                     targets.append(self.prop.sharding(self.deferred[eqn].concat.outputs[0]))
                 elif eqn in self.live_set:
                     targets.append(self.split(eqn).likely_operand(pos))
-            self.wanted_by[v] = list(dict.fromkeys(targets))
-        return self.wanted_by[v]
+            found = self.wanted_by[v] = list(dict.fromkeys(targets))
+        return found
 
     def handoff_cost(self, v: Value, local: Sharding) -> float:
         """Costs.handoff_cost: handing a result on, one reader ahead (lookahead.py)."""

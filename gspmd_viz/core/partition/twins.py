@@ -52,13 +52,14 @@ def roles(p: PartitionerState, eqn: Equation) -> list:
     """The equation's operands, its results, then each result's only reader's operands (made
     once per memo: every pass asks at every equation)."""
     known = p.memo.roles
-    if eqn not in known:
+    found = known.get(eqn)
+    if found is None:
         found = [*eqn.inputs, *eqn.outputs]
         for v in eqn.outputs:
             reader = sole_reader(p, v)
             found += reader[0].eqn.inputs if reader else ()
         known[eqn] = found
-    return known[eqn]
+    return found
 
 
 def placed(values: list, read) -> tuple[int, ...] | None:
@@ -105,9 +106,10 @@ def _asked_view(p: PartitionerState, v: Value) -> tuple:
     rotation's slice, the sharding the rotation's result holds; for a live one, the consumer
     alone (its rules and splits give the operand it will likely read). Made once per memo."""
     known = p.memo.asked_views
-    if v not in known:
-        known[v] = _made_asked_view(p, v)
-    return known[v]
+    found = known.get(v)
+    if found is None:
+        found = known[v] = _made_asked_view(p, v)
+    return found
 
 
 def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
