@@ -17,7 +17,9 @@ one Sharding object per layout the splits make (EquationSplit.sharding) against 
 each time; each split's local op, made once per memo and shared by twins (Partitioner.applied,
 twin_applied), against one made at each equation of each pass; and what handing a value to its
 only reader costs but for the reader's other operands (lookahead.handoff_plan) against working
-it out at every ask. Each instruction's equation is compared too: a twin's text is its own."""
+it out at every ask; and each local op's FLOPs kept where it was made (Compute.flops) against
+working them out from the op when the plan is costed. Each instruction's equation is
+compared too: a twin's text is its own."""
 
 import pytest
 from fuzz_programs import programs
@@ -28,6 +30,7 @@ import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split, gather_or_reduce
 from gspmd_viz.core.choice.choose_split import choose
 from gspmd_viz.core.choice.follow_xla import result_driven
+from gspmd_viz.core.cost import plan_cost
 from gspmd_viz.core.partition import lookahead, partitioner, twins
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.partition_on_chip import chip_cost
@@ -54,6 +57,9 @@ class _Forgetful(dict):
     def __contains__(self, key) -> bool:
         return False
 
+    def get(self, key, default=None):
+        return default
+
 
 _REAL_MEMO = partitioner.PassMemo.__init__
 
@@ -62,6 +68,10 @@ def _forgetful_memo(self):
     _REAL_MEMO(self)
     for name in ("readers", "remade", "roles", "asked_views"):  # what the program alone decides
         setattr(self, name, _Forgetful())
+
+
+def _flops_worked_out(ins):
+    return plan_cost._local_flops(ins.eqn, ins.operand_shardings, ins.shardings)
 
 
 def _new_sharding(self, spec, pending=()):
@@ -82,6 +92,7 @@ REFERENCES = (  # what each reference replaces, with what
     (partitioner.Partitioner, "twin_applied", lambda self, q, fa, _: self.make_applied(q, fa)),
     # each split's local op made for its own equation, not a twin's
     (lookahead, "handoff_plan", lookahead._handoff_plan),  # a handoff's reader weighed afresh
+    (plan_cost, "compute_flops", _flops_worked_out),  # each op's FLOPs from the op, not kept
 )
 
 

@@ -9,7 +9,8 @@ import pytest
 from library_models import build
 
 import gspmd_viz as gv
-from gspmd_viz.core.partition import partitioner, twins
+from gspmd_viz.core.partition import partitioner
+from gspmd_viz.core.program.records import frozen_params
 
 
 def test_layer_two_takes_its_local_ops_from_layer_one(monkeypatch):
@@ -41,5 +42,5 @@ def test_layer_two_takes_its_local_ops_from_layer_one(monkeypatch):
 )
 def test_params_equal_as_keys_but_not_the_same_are_told_apart(a, b):
     assert a == b  # as dict keys they would be one
-    assert twins._frozen(a) != twins._frozen(b)
-    assert twins._frozen(a) == twins._frozen(a)
+    assert frozen_params(a) != frozen_params(b)
+    assert frozen_params(a) == frozen_params(a)

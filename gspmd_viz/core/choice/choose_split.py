@@ -67,14 +67,15 @@ def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
 # --- choosing the factor split ---------------------------------------------------------------
 
 
-def _dim_axes(fa: FactorAxes, factors) -> tuple[str, ...]:
-    if len(factors) == 1:  # most dims: one factor's axes as they are
-        return tuple(fa.get(factors[0], ()))
-    return tuple(a for f in factors for a in fa.get(f, ()))
-
-
 def _tensor_axes(fa: FactorAxes, tensor) -> tuple[tuple[str, ...], ...]:
-    return tuple([_dim_axes(fa, fs) for fs in tensor])
+    """Each dim's mesh axes under split fa: its factors' axes, major first."""
+    return tuple(
+        [
+            tuple(fa.get(fs[0], ())) if len(fs) == 1  # most dims: one factor's axes as they are
+            else tuple([a for f in fs for a in fa.get(f, ())])
+            for fs in tensor
+        ]
+    )  # fmt: skip
 
 
 class EquationSplit:
@@ -92,24 +93,29 @@ class EquationSplit:
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
         self.halo_operands = halo_operands(eqn.eqn) if entry.halo else ()  # same dims in each
-        self.halo_free = self.whole_window_factors(entry)
-        self.halo = {  # windowed factor -> operand-0 dim a halo exchange may split
-            f: d
-            for d in (window_of(eqn.eqn) if entry.halo else {})
-            for f in rule.operands[0][d]
-            if rule.factors[f].kind in ("windowed", "windowed-sum")
-        }
+        self.halo_free = self.whole_window_factors(entry) if entry.halo_free_dims else {}
+        self.halo = self.halo_factors() if entry.halo else {}
         self.gathered: dict[int, str] = {}  # operand-0 dim -> why halos would not pay
-        self.compound = [fs for _, tensor in self.tensors() for fs in tensor if len(fs) > 1]
+        self.compound = [fs for t in rule.operands + rule.results for fs in t if len(fs) > 1]
         self._shardings: dict[tuple, tuple] = {}  # split -> tensor_shardings
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
         self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
 
+    def halo_factors(self) -> dict[int, int]:
+        """Windowed factor -> operand-0 dim a halo exchange may split."""
+        rule = self.rule
+        return {
+            f: d
+            for d in window_of(self.eqn.eqn)
+            for f in rule.operands[0][d]
+            if rule.factors[f].kind in ("windowed", "windowed-sum")
+        }
+
     def whole_window_factors(self, entry) -> dict[int, tuple[int, int]]:
         """Windowed factor -> (size, stride) of the windowed operand's dim (a scatter's: its
         operand, not the source), for dims whose windows tile it: split into whole windows."""
-        dims = entry.halo_free_dims(self.eqn) if entry.halo_free_dims else {}
+        dims = entry.halo_free_dims(self.eqn)
         k = self.halo_operands[0] if self.halo_operands else 0
         return {
             f: (self.eqn.inputs[k].shape[d], stride)
@@ -180,7 +186,7 @@ class EquationSplit:
         return self.rule.factors[f].kind in ("reduction", "windowed-sum") or f in self.lookup
 
     def size(self, axes) -> int:
-        return math.prod(self.sizes[a] for a in axes)
+        return math.prod([self.sizes[a] for a in axes])
 
     def tensors(self):
         """(global shape, factors) of every operand and result."""
@@ -199,20 +205,18 @@ class EquationSplit:
 
     def _from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
         fa: FactorAxes = {}
+        factors, sizes = self.rule.factors, self.sizes
         for d, fs in enumerate(tensor):
             axes = list(sharding.dim_axes(d))
             for f in fs:
-                taken = []
-                while (
-                    axes
-                    and (  # a dim of one factor may split unevenly (padded shards)
-                        len(fs) == 1
-                        or self.rule.factors[f].size % (self.size(taken) * self.size(axes[:1])) == 0
-                    )
+                taken, n = [], 1  # n: the devices taken splits f over
+                while axes and (  # a dim of one factor may split unevenly (padded shards)
+                    len(fs) == 1 or factors[f].size % (n * sizes[axes[0]]) == 0
                 ):
+                    n *= sizes[axes[0]]
                     taken.append(axes.pop(0))
                 fa.setdefault(f, tuple(taken))
-                if self.size(taken) != self.rule.factors[f].size:
+                if n != factors[f].size:
                     break
         return fa
 
@@ -307,7 +311,11 @@ class EquationSplit:
         `above`, the bytes so far once the halos and fetches alone exceed it (the caller asks
         only whether fa costs more: handing results on adds bytes, never takes any away)."""
         e = self.eqn
-        total = self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
+        total = (
+            0.0
+            if not self.halo_operands
+            else self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
+        )
         fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
             (v, target)
             for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)

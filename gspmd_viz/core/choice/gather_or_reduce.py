@@ -127,8 +127,9 @@ def conflicts(q: EquationSplit, costs: Costs) -> list[Conflict]:
     """Each mesh axis over which one operand arrives with a contraction factor split and
     another with a factor it keeps (a batch, a head) split: `x[B@data, E] @ w[E@data, H]`.
     Only a contraction whose partial sums add up (a matmul's), two operands or more."""
-    operands = sum(isinstance(v, Value) for v in q.eqn.inputs)
-    if q.combine != "sum" or operands < 2 or not any(map(q.summed, range(len(q.rule.factors)))):
+    if q.combine != "sum" or sum(isinstance(v, Value) for v in q.eqn.inputs) < 2:
+        return []
+    if not any(map(q.summed, range(len(q.rule.factors)))):
         return []
     arrived = arrivals(q, costs)
     values = tuple((v, sharding) for v, _, sharding, _ in arrived)

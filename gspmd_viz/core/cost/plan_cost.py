@@ -60,7 +60,11 @@ class PlanCost:
 
 def compute_flops(ins: Compute) -> float:
     """FLOPs of one local op: each factor at its local size, read off the first operand or
-    result dim that holds that factor alone (whole where none does)."""
+    result dim that holds that factor alone (whole where none does). Kept on the op where
+    the partitioner made it (`Compute.flops`: one op serves an equation's twins in every
+    pass), else worked out."""
+    if ins.flops is not None:
+        return ins.flops
     return _local_flops(ins.eqn, ins.operand_shardings, ins.shardings)
 
 

@@ -20,11 +20,12 @@ from gspmd_viz.core.sharding.sharding import Sharding
 def asked_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
     """Wire bytes to move v from `local` into every sharding its consumers will ask for
     (what they ask depends on propagation only: the passes' memo keeps the answer)."""
-    known = partitioner.memo.asked
-    if (v, local) not in known:
+    known, key = partitioner.memo.asked, (v, local)
+    found = known.get(key)
+    if found is None:
         plans = (cached_plan(local, t, v.shape, v.dtype) for t in partitioner.wanted(v))
-        known[v, local] = float(sum(plan.wire_bytes for plan in plans))
-    return known[v, local]
+        found = known[key] = float(sum(plan.wire_bytes for plan in plans))
+    return found
 
 
 def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
@@ -43,10 +44,11 @@ def handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> tu
     it): the bytes to move v to what is asked and, where its only reader may take it as it
     is, (that reader's halo bytes, (operand, sharding) of each other operand it would fetch,
     the bytes to hand its results on); else None."""
-    known = partitioner.memo.handoffs
-    if (v, local) not in known:
-        known[v, local] = _handoff_plan(partitioner, v, local)
-    return known[v, local]
+    known, key = partitioner.memo.handoffs, (v, local)
+    found = known.get(key)
+    if found is None:
+        found = known[key] = _handoff_plan(partitioner, v, local)
+    return found
 
 
 def _handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> tuple:
@@ -72,9 +74,9 @@ def sole_reader(partitioner: PartitionerState, v: Value) -> tuple[EquationSplit,
     equation that is not an annotation (those keep what the user wrote) nor an output. Which
     reader that is depends on the program alone: the passes' memo keeps it."""
     known = partitioner.memo.readers
-    if v not in known:
-        known[v] = _sole_reader(partitioner, v)
-    found = known[v]
+    found = known.get(v, ())  # () never kept: a reader is a tuple or None
+    if found == ():
+        found = known[v] = _sole_reader(partitioner, v)
     return found and (partitioner.split(found[0]), found[1])  # a windowed op's split: afresh
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from gspmd_viz.core.choice import gather_or_reduce
 from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.choice.follow_xla import result_driven
+from gspmd_viz.core.cost.plan_cost import compute_flops
 from gspmd_viz.core.halo import block_moves, windowed_ops
 from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars, twins
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
@@ -160,8 +161,9 @@ class Partitioner:
         """One per rule the equation may split by (split.rules_of), ready to be costed. Made
         once per memo, but for a windowed op (its splits note, as they are costed, which halos
         would not pay: each pass notes its own)."""
-        if eqn in self.memo.splits:
-            return self.memo.splits[eqn]
+        found = self.memo.splits.get(eqn)
+        if found is not None:
+            return found
         rules = rules_of(eqn, self.prop.rule(eqn))
         made = [self._split(eqn, rule, k == 0) for k, rule in enumerate(rules)]
         if not entry_for(eqn).halo:
@@ -188,15 +190,16 @@ class Partitioner:
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for: what each live consumer's
         propagated split needs (and the propagated sharding, for a program output)."""
-        if v not in self.wanted_by:
+        found = self.wanted_by.get(v)
+        if found is None:
             targets = [self.prop.sharding(v)] if v in self.outputs else []
             for eqn, pos in self.program.consumers.get(v, ()):
                 if eqn in self.deferred:  # the rotation reads v as its result is split
                     targets.append(self.prop.sharding(self.deferred[eqn].concat.outputs[0]))
                 elif eqn in self.live_set:
                     targets.append(self.split(eqn).likely_operand(pos))
-            self.wanted_by[v] = list(dict.fromkeys(targets))
-        return self.wanted_by[v]
+            found = self.wanted_by[v] = list(dict.fromkeys(targets))
+        return found
 
     def handoff_cost(self, v: Value, local: Sharding) -> float:
         """Costs.handoff_cost: handing a result on, one reader ahead (lookahead.py)."""
@@ -407,7 +410,7 @@ class Partitioner:
         windowed op, whose splits are made afresh)."""
         if entry_for(q.eqn).halo:
             return self.make_applied(q, fa)
-        key = (q, tuple(sorted((f, tuple(axes)) for f, axes in fa.items())))
+        key = (q, tuple(sorted(fa.items())))  # a chosen split's axes are tuples (sanitized)
         found = self.memo.applied.get(key)
         if found is None:
             found = self.memo.applied[key] = self.twin_applied(q, fa, key[1])
@@ -425,10 +428,12 @@ class Partitioner:
         return found
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
-        """`applied`, worked out: the masks of padded shards go in the local op."""
+        """`applied`, worked out: the masks of padded shards go in the local op, and its
+        FLOPs (the same for its twins: an op a plan reads is costed once per memo)."""
         ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
-        return ops, results, local_ops.local_compute(q, (), ops, results, masks)
+        local = local_ops.local_compute(q, (), ops, results, masks)
+        return ops, results, dataclasses.replace(local, flops=compute_flops(local))
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`

@@ -21,9 +21,10 @@ def remade_from(partitioner: PartitionerState, v: Value) -> Equation | None:
     when it has one result, is known and live and reads only scalars; else None. It depends
     on the program alone: the passes' memo keeps it."""
     known = partitioner.memo.remade
-    if v not in known:
-        known[v] = _remade_from(partitioner, v)
-    return known[v]
+    found = known.get(v, ())  # () never kept: an equation or None
+    if found == ():
+        found = known[v] = _remade_from(partitioner, v)
+    return found
 
 
 def _remade_from(partitioner: PartitionerState, v: Value) -> Equation | None:

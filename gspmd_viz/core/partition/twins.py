@@ -15,18 +15,13 @@ the same places in the same layouts gets the same choice.
 
 from __future__ import annotations
 
-import numpy as np
-
 from gspmd_viz.core.choice.choose_split import frozen
 from gspmd_viz.core.partition.lookahead import sole_reader
 from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.partition.remake_scalars import remade_from
-from gspmd_viz.core.program.trace import Equation, Literal, Value
+from gspmd_viz.core.program.trace import Equation, Value
 
 __all__ = ["follow_key", "placed", "roles", "signature", "static"]
-
-_ATOMS = frozenset({int, str, type(None)})  # params that are their own key (not a float nor
-# a bool: 1 == 1.0 == True and 0.0 == -0.0 as keys, and a twin's local op is its twin's)
 
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
@@ -39,8 +34,8 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
         for k, v in enumerate(values):
             first.setdefault(id(v), k)
         same = tuple([first[id(v)] for v in values])
-        ins = tuple(_remade_view(p, x) for x in eqn.inputs)
-        outs = tuple(_result_view(p, v) for v in eqn.outputs)
+        ins = tuple([_remade_view(p, x) for x in eqn.inputs])
+        outs = tuple([_result_view(p, v) for v in eqn.outputs])
         known[eqn] = numbers.setdefault((static(p, eqn), same, ins, outs), len(numbers))
     return known[eqn]
 
@@ -48,7 +43,8 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
 def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
     """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
     its operands were propagated."""
-    ins = tuple(p.prop.sharding(x) if isinstance(x, Value) else None for x in eqn.inputs)
+    held = p.prop.shardings
+    ins = tuple([held[x] if isinstance(x, Value) else None for x in eqn.inputs])
     return (static(p, eqn), ins)
 
 
@@ -56,13 +52,14 @@ def roles(p: PartitionerState, eqn: Equation) -> list:
     """The equation's operands, its results, then each result's only reader's operands (made
     once per memo: every pass asks at every equation)."""
     known = p.memo.roles
-    if eqn not in known:
+    found = known.get(eqn)
+    if found is None:
         found = [*eqn.inputs, *eqn.outputs]
         for v in eqn.outputs:
             reader = sole_reader(p, v)
             found += reader[0].eqn.inputs if reader else ()
         known[eqn] = found
-    return known[eqn]
+    return found
 
 
 def placed(values: list, read) -> tuple[int, ...] | None:
@@ -76,10 +73,11 @@ def _place(values: list, v) -> int | None:
 
 
 def static(p: PartitionerState, eqn: Equation) -> int:
-    """Primitive, params, operand and result types, rules and splits: the equation alone, as
-    a number (made once per memo: an equation is also its producer's reader and its readers'
-    remade operand's producer). Equations of one number differ only in their values' names:
-    a split's local op made for one is the other's (Partitioner.applied)."""
+    """The equation alone (its kind: primitive, params, operand and result types, which
+    decide its rules; Program.kinds) with its splits, as a number (made once per memo: an
+    equation is also its producer's reader and its readers' remade operand's producer).
+    Equations of one number differ only in their values' names: a split's local op made for
+    one is the other's (Partitioner.applied)."""
     known, numbers = p.memo.statics, p.memo.signature_numbers
     if eqn not in known:
         known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
@@ -89,20 +87,11 @@ def static(p: PartitionerState, eqn: Equation) -> int:
 def _made_static(p: PartitionerState, eqn: Equation) -> tuple:
     splits = p.splits(eqn)
     return (
-        eqn.primitive,
-        _frozen(eqn.params),
-        tuple(_operand(x) for x in eqn.inputs),
-        tuple((v.shape, v.dtype) for v in eqn.outputs),
-        tuple((q.rule, frozen(q.settled), q.propagated) for q in splits),
+        p.program.kinds[eqn],
+        tuple([(frozen(q.settled), q.propagated) for q in splits]),
         eqn in p.live_set,
         eqn in p.deferred,
     )
-
-
-def _operand(x) -> tuple:
-    """An operand's type, shape, dtype (and a literal's value)."""
-    kind = (type(x).__name__, x.shape, x.dtype)
-    return kind + (_frozen(x.value),) if isinstance(x, Literal) else kind
 
 
 def _result_view(p: PartitionerState, v: Value) -> tuple:
@@ -117,9 +106,10 @@ def _asked_view(p: PartitionerState, v: Value) -> tuple:
     rotation's slice, the sharding the rotation's result holds; for a live one, the consumer
     alone (its rules and splits give the operand it will likely read). Made once per memo."""
     known = p.memo.asked_views
-    if v not in known:
-        known[v] = _made_asked_view(p, v)
-    return known[v]
+    found = known.get(v)
+    if found is None:
+        found = known[v] = _made_asked_view(p, v)
+    return found
 
 
 def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
@@ -133,13 +123,13 @@ def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
 
 
 def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
-    ins = q.eqn.inputs
+    ins, held = q.eqn.inputs, p.prop.shardings
     return (
         pos,
         static(p, q.eqn),
-        tuple(p.prop.sharding(u) if isinstance(u, Value) else None for u in ins),
-        tuple(_remade_view(p, u) for u in ins),
-        tuple(_asked_view(p, w) for w in q.eqn.outputs),
+        tuple([held[u] if isinstance(u, Value) else None for u in ins]),
+        tuple([_remade_view(p, u) for u in ins]),
+        tuple([_asked_view(p, w) for w in q.eqn.outputs]),
     )
 
 
@@ -147,25 +137,3 @@ def _remade_view(p: PartitionerState, x) -> tuple | None:
     """For a value made again from scalars wherever it is asked for: its producer, alone."""
     producer = remade_from(p, x) if isinstance(x, Value) else None
     return producer and static(p, producer)
-
-
-def _frozen(params) -> object:
-    """params as a dict key: containers by content, arrays by bytes, the rest as they hash
-    (or by identity when they do not: then no twin is found, which is safe)."""
-    if type(params) in _ATOMS:  # most params: as they are
-        return params
-    if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
-        return ("tuple", params)  # general case's answer, without a call per entry
-    if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
-        return (type(params).__name__, repr(params))
-    if isinstance(params, dict):
-        return tuple((k, _frozen(v)) for k, v in sorted(params.items()))
-    if isinstance(params, list | tuple):
-        return (type(params).__name__, tuple(_frozen(v) for v in params))
-    if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
-        return ("array", params.shape, params.dtype, params.tobytes())
-    try:
-        hash(params)
-    except TypeError:
-        return ("object", id(params))
-    return params

@@ -167,3 +167,49 @@ class Cond:
     selector: object  # Value or Literal: the branch index
     operands: tuple  # (outer operand, (its parameter in each branch))
     results: tuple  # ((the result of each branch), outer result)
+
+
+# --- equations told apart by all but their values' names ----------------------------------------
+
+_ATOMS = frozenset({int, str, type(None)})  # params that are their own key (not a float nor
+# a bool: 1 == 1.0 == True and 0.0 == -0.0 as keys, and a twin's local op is its twin's)
+
+
+def equation_key(eqn: Equation) -> tuple:
+    """The equation alone, its values' names apart: primitive, params, operand types (and
+    literals' values), result types (Program.kinds numbers them)."""
+    return (
+        eqn.primitive,
+        frozen_params(eqn.params),
+        tuple([_operand_key(x) for x in eqn.inputs]),
+        tuple([(v.shape, v.dtype) for v in eqn.outputs]),
+    )
+
+
+def _operand_key(x) -> tuple:
+    """An operand's type, shape, dtype (and a literal's value)."""
+    kind = (type(x).__name__, x.shape, x.dtype)
+    return kind + (frozen_params(x.value),) if isinstance(x, Literal) else kind
+
+
+def frozen_params(params) -> object:
+    """params as a dict key: containers by content, arrays by bytes, the rest as they hash
+    (or by identity when they do not: then no equation shares its key, which is safe)."""
+    if type(params) in _ATOMS:  # most params: as they are
+        return params
+    if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
+        return ("tuple", params)  # general case's answer, without a call per entry
+    if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
+        return (type(params).__name__, repr(params))
+    if isinstance(params, dict):  # most values atoms: as they are, without a call each
+        items = sorted(params.items())
+        return tuple([(k, v if type(v) in _ATOMS else frozen_params(v)) for k, v in items])
+    if isinstance(params, list | tuple):
+        return (type(params).__name__, tuple(frozen_params(v) for v in params))
+    if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
+        return ("array", params.shape, params.dtype, params.tobytes())
+    try:
+        hash(params)
+    except TypeError:
+        return ("object", id(params))
+    return params

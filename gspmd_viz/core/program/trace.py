@@ -16,7 +16,16 @@ import jax
 import jax.numpy as jnp
 
 from gspmd_viz.core.program.jaxpr_walk import ProgramBuilder
-from gspmd_viz.core.program.records import CONSTRAINT, Call, Cond, Equation, Literal, Loop, Value
+from gspmd_viz.core.program.records import (
+    CONSTRAINT,
+    Call,
+    Cond,
+    Equation,
+    Literal,
+    Loop,
+    Value,
+    equation_key,
+)
 from gspmd_viz.core.sharding.mesh import Mesh
 
 __all__ = ["Call", "Cond", "Equation", "Literal", "Loop", "Program", "Value", "trace"]
@@ -85,6 +94,14 @@ class Program:
         env: dict[Value, Any] = dict(zip(self.inputs, flat_args, strict=True))
         self._run(range(len(self.equations)), env, scope, annotated)
         return [_read(env, v) for v in self.outputs]
+
+    @cached_property
+    def kinds(self) -> dict[Equation, int]:
+        """Equation -> a number shared by the equations that differ only in their values'
+        names (records.equation_key): transformer layers repeat, and what is worked out for
+        one equation from itself alone (its factor rule, a split's local op) is its twin's."""
+        numbers: dict[tuple, int] = {}
+        return {e: numbers.setdefault(equation_key(e), len(numbers)) for e in self.equations}
 
     @cached_property
     def region_at(self) -> dict[int, Loop | Cond]:

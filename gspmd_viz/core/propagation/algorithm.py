@@ -40,7 +40,8 @@ from gspmd_viz.core.propagation.record import (
     user_annotations,
     with_constrained_producers,
 )
-from gspmd_viz.core.rules.registry import is_known, rule_for
+from gspmd_viz.core.rules.factors import FactorRule
+from gspmd_viz.core.rules.registry import is_known, program_rules
 from gspmd_viz.core.sharding.mesh import Mesh
 from gspmd_viz.core.sharding.sharding import Sharding
 
@@ -109,7 +110,7 @@ class Propagator:
             self.specs[self.slot[v.id]] = tuple(s.dim_axes(d) for d in range(v.ndim))
         self.pinned = {self.slot[v.id] for v in self.fixed}  # the slots of fixed values
         eqns = program.equations
-        self.rules = [rule_for(e) for e in eqns]
+        self.rules = program_rules(program)
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.kinds = self._kinds()
         self.categories, self.narrow = self._categories()
@@ -146,10 +147,15 @@ class Propagator:
         whether it is closed or its open dims, which value it shares."""
         numbers: dict[tuple, int] = {}
         kinds = []
-        for rule, ts in zip(self.rules, self.tensors, strict=True):
+        rules: dict[FactorRule, int] = {}  # a number per rule, equal rules one number
+        by_object: dict[int, int] = {}  # id(rule) -> its number: a rule object is hashed
+        for rule, ts in zip(self.rules, self.tensors, strict=True):  # once (program_rules
+            number = by_object.get(id(rule))  # gives equations of a kind one object)
+            if number is None:
+                number = by_object[id(rule)] = rules.setdefault(rule, len(rules))
             slots = [t.slot for t in ts]
             shape = tuple([(t.factors, t.is_result, t.size, t.closed, t.opened) for t in ts])
-            key = (rule, shape, tuple([slots.index(k) for k in slots]))
+            key = (number, shape, tuple([slots.index(k) for k in slots]))
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
 

@@ -119,6 +119,23 @@ def rule_for(eqn) -> FactorRule:
     return rule
 
 
+def program_rules(program) -> list[FactorRule]:
+    """rule_for of each of the program's equations, one rule made per kind (Program.kinds:
+    equations that differ only in their values' names have one rule)."""
+    made: dict[int, FactorRule] = {}
+    rules = []
+    for eqn in program.equations:
+        rule = _RULES.get(eqn)
+        if rule is None:
+            kind = program.kinds[eqn]
+            rule = made.get(kind)
+            if rule is None:
+                rule = made[kind] = entry_for(eqn).rule(eqn)
+            _RULES[eqn] = rule
+        rules.append(rule)
+    return rules
+
+
 # --- per-entry hooks ----------------------------------------------------------------------
 
 

@@ -227,7 +227,10 @@ class Sharding:
 
     def shard_bytes(self, shape: Sequence[int], dtype) -> int:
         """Bytes of one padded local shard (what each device allocates)."""
-        return as_dtype(dtype).itemsize * math.prod(self.shard_shape(shape))
+        try:
+            return _shard_bytes(self, shape, dtype)
+        except TypeError:  # a shape (or dtype) that does not hash: worked out here
+            return as_dtype(dtype).itemsize * math.prod(self.shard_shape(shape))
 
     def replica_groups(self) -> list[list[int]]:
         """Groups of devices holding the same data (one group per shard), sorted."""
@@ -336,7 +339,19 @@ def _local_shape(sharding: Sharding, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Sharding.shard_shape, made once per (layout, shape): the partitioner asks it thousands
     of times per program while costing splits."""
     _check_shape(shape)
-    return tuple(ceil_div(n, t) for n, t in zip(shape, sharding.tiles(len(shape)), strict=True))
+    sharding.check_rank(len(shape))
+    size, spec = sharding.mesh._size_of, sharding.spec
+    return tuple(
+        [-(-n // math.prod([size[a] for a in spec[d]])) if d < len(spec) else n
+         for d, n in enumerate(shape)]
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shard_bytes(sharding: Sharding, shape: tuple[int, ...], dtype) -> int:
+    """Sharding.shard_bytes, once per (layout, shape, dtype): costing a split asks for the
+    bytes of each of its operands and results."""
+    return as_dtype(dtype).itemsize * math.prod(sharding.shard_shape(shape))
 
 
 def _check_shape(shape: tuple) -> None:

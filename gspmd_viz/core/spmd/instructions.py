@@ -49,6 +49,8 @@ class Compute:
     local_op: object = None  # runs instead of the primitive (windowed_ops.local_op)
     partial: str = ""  # "{max over x}": its results hold partial maxima until a Combine
     ready: tuple = ()  # a window-ready result's local shape (its halo goes back after)
+    flops: float | None = dataclasses.field(default=None, compare=False, repr=False)  # its
+    # FLOPs, worked out where the partitioner made the op (plan_cost.compute_flops), or None
 
     def text(self) -> str:
         e = self.eqn
