@@ -88,7 +88,7 @@ class EquationSplit:
         self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
         self.made = {} if made is None else made
         self.mesh, self.sizes = mesh, mesh.shape
-        entry = entry_for(eqn)
+        self.entry = entry = entry_for(eqn)  # read at every costing: kept, not looked up
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
