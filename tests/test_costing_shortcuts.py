@@ -85,24 +85,31 @@ def assert_same_as_reference(prop, **kw):
         assert _text(gv.partition(prop, **kw)) == ours
 
 
-@pytest.mark.parametrize("name", sorted(examples.ZOO))
-@pytest.mark.parametrize("kw", [{}, {"chip": None}, {"share_idle": False}])
-def test_zoo_plans_are_those_of_costing_every_fetch(name, kw):
-    ex = examples.get(name)
-    assert_same_as_reference(gv.propagate(gv.trace(ex.fn, *ex.args)), **kw)
+def _traced(kind: str, name: str):
+    """(function, arguments) of a zoo example, a training step (by its specs) or a keras-hub
+    model."""
+    if kind == "zoo":
+        ex = examples.get(name)
+        return ex.fn, ex.args
+    if kind == "training":
+        params, opt_state, batches = training.init()
+        mesh = gv.Mesh({"x": 2, "y": 4})
+        return training.make_step(mesh, getattr(training, name)), (params, opt_state, batches(0))
+    return build(name)
 
 
-@pytest.mark.parametrize("specs", ["DP_SPECS", "TWO_D_SPECS"])
-def test_training_step_plans_are_those_of_costing_every_fetch(specs):
-    step = training.make_step(gv.Mesh({"x": 2, "y": 4}), getattr(training, specs))
-    params, opt_state, batches = training.init()
-    assert_same_as_reference(gv.propagate(gv.trace(step, params, opt_state, batches(0))))
+CASES = [
+    *[("zoo", name, kw) for name in sorted(examples.ZOO) for kw in ({}, {"chip": None})],
+    *[("zoo", name, {"share_idle": False}) for name in sorted(examples.ZOO)],
+    *[("training", specs, {}) for specs in ("DP_SPECS", "TWO_D_SPECS")],
+    *[("keras-hub", name, {}) for name in MODELS],
+]
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_keras_hub_model_plans_are_those_of_costing_every_fetch(name):
-    f, args = build(name)
-    assert_same_as_reference(gv.propagate(gv.trace(f, *args)))
+@pytest.mark.parametrize(("kind", "name", "kw"), CASES)
+def test_plans_are_those_of_costing_every_fetch(kind, name, kw):
+    f, args = _traced(kind, name)
+    assert_same_as_reference(gv.propagate(gv.trace(f, *args)), **kw)
 
 
 @settings(
