@@ -88,7 +88,7 @@ class EquationSplit:
         self.eqn, self.rule, self.settled, self.propagated = eqn, rule, settled, propagated
         self.made = {} if made is None else made
         self.mesh, self.sizes = mesh, mesh.shape
-        entry = entry_for(eqn)
+        self.entry = entry = entry_for(eqn)  # read at every costing: kept, not looked up
         indexed = entry.lookup_dims(eqn) if entry.lookup_dims else ()
         self.lookup = {f for d in indexed for f in rule.operands[0][d]}
         self.combine = entry.combine or ("sum" if self.lookup else None)
@@ -308,8 +308,9 @@ class EquationSplit:
 
     def cost(self, fa: FactorAxes, costs: Costs, above: float | None = None) -> float:
         """Wire bytes of split fa: halos exchanged, operands fetched, results handed on. With
-        `above`, the bytes so far once the halos and fetches alone exceed it (the caller asks
-        only whether fa costs more: handing results on adds bytes, never takes any away)."""
+        `above`, the bytes so far once the halos and the fetches so far exceed it (the caller
+        asks only whether fa costs more: each further fetch or handoff adds bytes, never takes
+        any away, so it is not planned)."""
         e = self.eqn
         total = (
             0.0
@@ -321,9 +322,10 @@ class EquationSplit:
             for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)
             if isinstance(v, Value)
         }
-        total += sum(costs.fetch_cost(v, target) for v, target in fetched)
-        if above is not None and total > above:
-            return total
+        for v, target in fetched:
+            total += costs.fetch_cost(v, target)
+            if above is not None and total > above:  # the other fetches need no plan
+                return total
         return total + self.handoff_bytes(fa, costs.handoff_cost)
 
     def handoff_bytes(self, fa: FactorAxes, handoff) -> float:

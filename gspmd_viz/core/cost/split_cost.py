@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable
 
 from gspmd_viz.core.program.trace import Value
-from gspmd_viz.core.rules.registry import entry_for, point_flops
+from gspmd_viz.core.rules.registry import point_flops
 from gspmd_viz.core.sharding.sharding import as_dtype
 
 
@@ -65,7 +65,7 @@ def flops(q, fa) -> float:
     """Per-device FLOPs of equation `q` (split.EquationSplit) under split `fa`: its factor loop
     nest with split factors cut to their (padded) local size, times the primitive's FLOPs per
     point (2 for a multiply-add, 0 for data movement). A whole factor is whole everywhere."""
-    if entry_for(q.eqn).identity:
+    if q.entry.identity:
         return 0.0
     nest, sizes = 1, q.sizes
     for i, f in enumerate(q.rule.factors):
@@ -94,7 +94,7 @@ def twice(q, fa, costs, promise: set[str]) -> int:
     An elementwise op does one FLOP a result, no more than the copy a collective makes of it, so
     repeating it counts for nothing and the bytes decide (a loop's carry plus its update is
     added where the carry lives, not moved to the update's split and gathered back)."""
-    moves_only = entry_for(q.eqn).flops == 0
+    moves_only = q.entry.flops == 0
     if moves_only and (q.halo or _gathers_anyway(q, costs)):
         return 1
     if _elementwise(q):
@@ -121,14 +121,14 @@ def _idle_axes(q, fa) -> tuple[str, ...]:
 
 def _elementwise(q) -> bool:
     """One FLOP a point and every factor passing through (add, max, exp; not a reduction)."""
-    return entry_for(q.eqn).flops == 1 and all(f.kind == "pass" for f in q.rule.factors)
+    return q.entry.flops == 1 and all(f.kind == "pass" for f in q.rule.factors)
 
 
 def idle_on_padding(q, fa) -> float:
     """How many devices there are for each one that holds a piece of work under `fa` when a
     factor is split over more devices than it has elements (E = 4 experts over 8 devices: half
     of them hold only padding, 2). 1 when every device holds part of each split factor."""
-    if entry_for(q.eqn).flops == 0:
+    if q.entry.flops == 0:
         return 1.0
     sizes = (q.size(axes) / q.rule.factors[f].size for f, axes in fa.items())
     return math.prod(n for n in sizes if n > 1)
@@ -240,7 +240,7 @@ def spread(q, candidates: list[dict]) -> list[dict]:
     it, and the result is gathered after if wanted whole. Not for an op that only moves data,
     nor a reduction: it does too little per result to pay for another collective (a max over
     split rows: one all-reduce, as XLA does)."""
-    flops, kinds = entry_for(q.eqn).flops, {f.kind for f in q.rule.factors}
+    flops, kinds = q.entry.flops, {f.kind for f in q.rule.factors}
     if flops == 0 or (flops == 1 and "reduction" in kinds):
         return []
     out = []

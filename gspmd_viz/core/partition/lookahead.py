@@ -30,11 +30,15 @@ def asked_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> floa
 
 def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
     """The cheaper of moving v to what is asked and letting v's only reader split as `local`
-    implies (its other operands fetched, its results moved to what is asked of them)."""
+    implies (its other operands fetched, its results moved to what is asked of them). The
+    other operands are priced only where the reader's halos and onward moves alone cost less
+    than what is asked: fetches only add bytes."""
     asked, reader = handoff_plan(partitioner, v, local)
     if reader is None:
         return asked
     halo, others, onward = reader
+    if asked <= halo + onward:  # the reader's other operands can only add bytes: no plan
+        return asked  # for them (nor a read of the pass's state)
     fetched = sum(_estimated_fetch(partitioner, u, target) for u, target in others)
     return min(asked, halo + fetched + onward)
 

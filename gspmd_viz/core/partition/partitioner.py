@@ -281,7 +281,7 @@ class Partitioner:
         self.versions[out] = [(target, out.name)]
         return True
 
-    def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes]:
+    def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes, list[str]]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
         conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
@@ -294,8 +294,9 @@ class Partitioner:
             self.fork = self.snapshot(eqn)
         self.departed |= q is not q0 or fa != settled
         self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
-        self.taken.append((eqn, splits.index(q), fa, self.gather_notes(eqn, q, fa)))
-        return q, fa
+        notes = self.gather_notes(eqn, q, fa)
+        self.taken.append((eqn, splits.index(q), fa, notes))
+        return q, fa, notes
 
     def snapshot(self, eqn: Equation):
         """The pass's state just before eqn's first choice only sharing idle axes made (a
@@ -335,7 +336,7 @@ class Partitioner:
         """follow_xla.result_driven's split of eqn (`q0`: its first rule), worked out once per
         twin (twins.follow_key: the equation alone and its operands' propagated shardings, all
         it reads); afresh for a windowed op (sanitizing notes which halos would not pay)."""
-        if entry_for(eqn).halo:
+        if q0.entry.halo:
             return result_driven(q0, self.prop)
         key = twins.follow_key(self, eqn)
         if key not in self.memo.follow_splits:
@@ -351,7 +352,7 @@ class Partitioner:
         they arrive, which decide the gather-or-reduce plans. Outside loops only (in a loop, a
         version's buffer decides: control_flow.runs_once), and not for windowed ops (what they
         cost reads the instructions made: `exchanged`)."""
-        if self.trips > 1 or entry_for(eqn).halo:
+        if self.trips > 1 or splits[0].entry.halo:
             return choose(splits, self, plans, ranked)
         values, keys = twins.roles(self, eqn), (eqn, twins.signature(self, eqn))
         for key in keys:
@@ -377,8 +378,8 @@ class Partitioner:
 
     def split_equation(self, eqn: Equation) -> None:
         """Choose the equation's split, reshard its operands, run it locally."""
-        q, fa = self.chosen(eqn)
-        self.note_gathers(eqn, q, fa)
+        q, fa, notes = self.chosen(eqn)
+        self.note_gathers(eqn, notes)
         op_shardings, results, local = self.applied(q, fa)
         ins = [
             v
@@ -408,7 +409,7 @@ class Partitioner:
         """(operand shardings, result shardings, the local op reading no buffers yet) of q's
         equation split as `fa`: the same in every pass, so made once per memo (afresh for a
         windowed op, whose splits are made afresh)."""
-        if entry_for(q.eqn).halo:
+        if q.entry.halo:
             return self.make_applied(q, fa)
         key = (q, tuple(sorted(fa.items())))  # a chosen split's axes are tuples (sanitized)
         found = self.memo.applied.get(key)
@@ -458,14 +459,15 @@ class Partitioner:
         source = f"eqn {eqn.index} {eqn.primitive}"
         return Halo(v, ready, v.name, splits, sharding, 0.0, source, eqn, returned=True)
 
-    def note_gathers(self, eqn: Equation, q: EquationSplit, fa: FactorAxes) -> None:
-        """Say why an equation's operands are gathered when no rule or no halo can split it."""
+    def note_gathers(self, eqn: Equation, notes: list[str]) -> None:
+        """Say why an equation's operands are gathered when no rule or no halo can split it
+        (`notes`: gather_notes of its split)."""
         if not entry_for(eqn).known:
             self.notes.append(
                 f"eqn {eqn.index}: no factor rule for {eqn.primitive!r}, so it runs replicated "
                 "(its operands are all-gathered first)"
             )
-        self.notes += [note for note in self.gather_notes(eqn, q, fa) if note not in self.notes]
+        self.notes += [note for note in notes if note not in self.notes]
 
     @staticmethod
     def gather_notes(eqn: Equation, q: EquationSplit, fa: FactorAxes) -> list[str]:
@@ -478,7 +480,7 @@ class Partitioner:
         ]
 
     def masks(self, q: EquationSplit, fa: FactorAxes, i: int, target: Sharding):
-        v, out, entry = q.eqn.inputs[i], [], entry_for(q.eqn)
+        v, out, entry = q.eqn.inputs[i], [], q.entry
         for d, fs in enumerate(q.rule.operands[i]):
             axes = target.dim_axes(d)
             if not axes or v.shape[d] % target.dim_shards(d) == 0:
