@@ -34,7 +34,9 @@ from gspmd_viz.units import format_bytes
 
 
 def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
-    """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
+    """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
+    equal-cost ways the first pushed is kept; the search returns as soon as no other way can
+    cost less: a free step to the goal ends it with the rest of the state's moves not made."""
     mover = Mover(mesh, shape, dtype, source, goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -42,17 +44,22 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
     tie = itertools.count(1)
     while heap:
         cost, _, state, path = heapq.heappop(heap)
-        # every step adds at least (0, 0, 1) and costs only grow from here: nothing later
-        # pushes a cheaper way to the goal (the goal's own entry would be popped next at best)
-        if found is not None and found[0] <= (cost[0], cost[1], cost[2] + 1):
-            return [mover.step(before, move) for before, move in found[1]]
+        # every step adds at least (0, 0, 1) and costs only grow from here: no way pushed
+        # from now on costs less than `least` (the goal's own entry would be popped next)
+        least = (cost[0], cost[1], cost[2] + 1)
+        if found is not None and found[0] <= least:
+            return mover.steps(found[1])
         if best.get(state, cost) < cost:
             continue
         for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
             if c < best.get(move.new, (float("inf"),)):
                 best[move.new], way = c, (*path, (state, move))
-                found = (c, way) if move.new == goal else found
+                if move.new == goal:
+                    found = (c, way)
+                    # no other way costs less (and a tie keeps this one)
+                    if c <= least:
+                        return mover.steps(way)
                 heapq.heappush(heap, (c, next(tie), move.new, way))
     raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
 

@@ -102,6 +102,10 @@ class Mover:
         before, after = self.sharding(state), self.sharding(move.new)
         return ReshardStep(move.kind, move.axes, move.dims, before, after, collective)
 
+    def steps(self, way) -> list[ReshardStep]:
+        """The steps of a way the search found: its (state, move) pairs."""
+        return [self.step(before, move) for before, move in way]
+
     def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
         """The operand of a collective that splits `dim` over `axes`: padded to divide."""
         operand = list(self.local(spec))
