@@ -1,9 +1,12 @@
 """The planner returns a way to the goal as soon as no other can beat it, and gives the plan
 its full search gives.
 
-A free step to the goal ends the search while it is still expanding a state (every other way
-pushed from then on costs at least as much, and a tie keeps the way found first). The
-reference is the search run to its end (`full_search` below: Dijkstra with no early return).
+Two stops end the search while it is still expanding a state: a free step to the goal (every
+other way pushed from then on costs at least as much, and a tie keeps the way found first),
+and a one-step way from the start whose cost no plan can go below (Mover.final: a device must
+receive the data of its goal shard it does not hold, Mover.missing). The references are the
+search run to its end (`full_search` below: Dijkstra with no early return, as the planner was),
+and, for `missing`, the device slices of the two shardings.
 """
 
 import heapq
@@ -84,3 +87,51 @@ def test_every_plan_a_library_model_asks_for_equals_the_full_search(name):
     f, args = build(name)
     for src, dst, shape, dtype in asked_plans(f, args):
         assert reshard_plan(src, dst, shape, dtype).steps == full_search(src, dst, shape, dtype)
+
+
+def missing_by_device(src, dst, shape) -> list[int]:
+    """Per device: the elements of its dst slice outside its src slice (Sharding.device_slices)."""
+    held, wanted = src.device_slices(shape), dst.device_slices(shape)
+    out = []
+    for device in range(src.mesh.size):
+        overlap = [
+            max(0, min(w.stop, h.stop) - max(w.start, h.start))
+            for w, h in zip(wanted[device], held[device], strict=True)
+        ]
+        out.append(int(np.prod([w.stop - w.start for w in wanted[device]]) - np.prod(overlap)))
+    return out
+
+
+def unit_device(mesh, axis) -> int:
+    """The device at 1 along `axis` and 0 along the others (device 0 for None)."""
+    return next(
+        d for d in range(mesh.size) if mesh.coords(d) == {a: a == axis for a in mesh.axis_names}
+    )
+
+
+@settings(max_examples=300)
+@given(cases(pending=False))
+def test_missing_counts_what_a_device_lacks_and_no_plan_sends_less(case):
+    src, dst, shape, dtype = case
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
+    mover = Mover(src.mesh, shape, np.dtype(dtype), "", goal)
+    by_device = missing_by_device(src, dst, shape)
+    for axis in [None, *(a for a in src.mesh.axis_names if src.mesh.axis_size(a) > 1)]:
+        assert mover.missing(start[0], axis) == by_device[unit_device(src.mesh, axis)]
+    plan = full_search(src, dst, shape, dtype)
+    assert sum(s.wire_bytes for s in plan) >= np.dtype(dtype).itemsize * max(by_device)
+
+
+def test_a_gather_whose_bytes_a_device_must_receive_is_final():
+    """[6@x] -> [6] f32 on x=2: each device lacks 3 of its 6 elements, 12 B, the gather's
+    cost. On x=3 the same holds (4 of 6, 16 B), but costs over 3 devices round: the planner
+    does not stop on that ground there. [5@x] on x=4 pads: 24 B gathered, 20 B lacking at
+    most (device 3 holds padding only)."""
+    for sizes, n, final in (({"x": 2}, 6, True), ({"x": 3}, 6, False), ({"x": 4}, 5, False)):
+        mesh = gv.Mesh(sizes)
+        mover = Mover(mesh, (n,), np.dtype("float32"), "", (((),), frozenset()))
+        gather = reshard_plan(gv.Sharding(mesh, ("x",)), gv.Sharding(mesh, (None,)), (n,))
+        g = sizes["x"]
+        assert gather.wire_bytes == 4 * (g - 1) * -(-n // g)  # ring all-gather
+        assert mover.missing((("x",),), None) == n - -(-n // g)
+        assert mover.final(((("x",),), frozenset()), (gather.wire_bytes, 1, 1)) is final

@@ -36,7 +36,8 @@ from gspmd_viz.units import format_bytes
 def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
-    cost less: a free step to the goal ends it with the rest of the state's moves not made."""
+    cost less: a free step to the goal, or one step from the start that no plan goes below
+    (Mover.final), ends it with the rest of the state's moves not even made."""
     mover = Mover(mesh, shape, dtype, source, goal)
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -58,7 +59,7 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
                 if move.new == goal:
                     found = (c, way)
                     # no other way costs less (and a tie keeps this one)
-                    if c <= least:
+                    if c <= least or (not path and mover.final(start, c)):
                         return mover.steps(way)
                 heapq.heappush(heap, (c, next(tie), move.new, way))
     raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work

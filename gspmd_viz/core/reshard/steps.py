@@ -267,6 +267,42 @@ class Mover:
             for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
         )
 
+    def final(self, start, cost) -> bool:
+        """Does no plan from start cost less than `cost` (a one-step way to the goal)? Where
+        no sums are pending, a device must receive the data of its goal shard it does not
+        hold (`missing`), and no step sends a device less than it receives. Asked only where
+        every cost is exact (`_exact`): a tie could otherwise round either way."""
+        if start[1] or not self._exact():
+            return False
+        least = 0
+        for axis in [None, *(a for a in self.mesh.axis_names if self.sizes[a] > 1)]:
+            least = max(least, self.dtype.itemsize * self.missing(start[0], axis))
+            if cost <= (float(least), int(least > 0), 1):
+                return True
+        return False
+
+    def _exact(self) -> bool:
+        """Are all costs exact floats? With groups of 2^k devices, each is a whole multiple of
+        2^-k bytes, and these are far below 2^53 of them."""
+        powers = all(n & (n - 1) == 0 for n in self.mesh.sizes)
+        return powers and self.dtype.itemsize * math.prod(self.shape) * self.mesh.size**2 < 2**40
+
+    def missing(self, spec, axis) -> int:
+        """Elements of its goal shard that the device at 1 along `axis` and 0 along the
+        others (device 0 for None) does not hold in spec (padding holds nothing)."""
+        wanted = kept = 1
+        held_sizes, sizes = self.local(spec), self.local(self.dst_axes)
+        blocks = zip(self.shape, spec, self.dst_axes, held_sizes, sizes, strict=True)
+        for n, have, want, held, size in blocks:
+            start = _unit_index(want, axis, self.sizes) * size
+            end = min(n, start + size)
+            if start >= end:
+                return 0
+            held_start = _unit_index(have, axis, self.sizes) * held
+            wanted *= end - start
+            kept *= max(0, min(end, held_start + held) - max(start, held_start))
+        return wanted - kept
+
     def moves(self, state):
         for gen in (
             self.slices,
@@ -282,6 +318,14 @@ class Mover:
 def _roles(spec) -> dict[str, tuple[int, int]]:
     """axis -> (tensor dim, position within the dim's axes)."""
     return {a: (d, i) for d, axes in enumerate(spec) for i, a in enumerate(axes)}
+
+
+def _unit_index(axes, axis, sizes) -> int:
+    """The shard, over a dim split by `axes`, of the device at 1 along `axis` and 0 along
+    the others: the product of the sizes of the axes after it (0 where it is not there)."""
+    if axis is None or axis not in axes:
+        return 0
+    return math.prod(sizes[a] for a in axes[axes.index(axis) + 1 :])
 
 
 def _dst_major(spec, goal):
