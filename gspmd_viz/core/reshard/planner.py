@@ -33,12 +33,12 @@ from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
 from gspmd_viz.units import format_bytes
 
 
-def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
+def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
     cost less: a free step to the goal, or one step from the start that no plan goes below
-    (Mover.final), ends it with the rest of the state's moves not even made."""
-    mover = Mover(mesh, shape, dtype, source, goal)
+    (Mover.final), ends it with the rest of the state's moves not even made. Returns the
+    way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
     found = None  # (cost, path): the cheapest way to the goal pushed so far
@@ -49,7 +49,7 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
         # from now on costs less than `least` (the goal's own entry would be popped next)
         least = (cost[0], cost[1], cost[2] + 1)
         if found is not None and found[0] <= least:
-            return mover.steps(found[1])
+            return found[0][0], found[1]
         if best.get(state, cost) < cost:
             continue
         for move in mover.moves(state):
@@ -60,7 +60,7 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
                     found = (c, way)
                     # no other way costs less (and a tie keeps this one)
                     if c <= least or (not path and mover.final(start, c)):
-                        return mover.steps(way)
+                        return c[0], way
                 heapq.heappush(heap, (c, next(tie), move.new, way))
     raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
 
@@ -71,8 +71,18 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
 class ReshardPlan:
     """`gv.reshard_plan(src, dst, shape)`: steps, their collectives, and the bytes they move."""
 
-    def __init__(self, src: Sharding, dst: Sharding, shape, dtype, steps: list[ReshardStep]):
-        self.src, self.dst, self.shape, self.dtype, self.steps = src, dst, shape, dtype, steps
+    def __init__(self, src: Sharding, dst: Sharding, shape, dtype, steps, wire_bytes=None):
+        """`steps`: a list of ReshardSteps, or a function that makes them when first asked
+        (most plans are only costed: `wire_bytes`, given, is then theirs)."""
+        self.src, self.dst, self.shape, self.dtype, self._steps = src, dst, shape, dtype, steps
+        if wire_bytes is not None:
+            self.wire_bytes = wire_bytes
+
+    @property
+    def steps(self) -> list[ReshardStep]:
+        if callable(self._steps):
+            self._steps = self._steps()
+        return self._steps
 
     @property
     def collectives(self) -> list[Collective]:
@@ -122,7 +132,9 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
     if start == goal:
         return ReshardPlan(src, dst, shape, dtype, [])
-    return ReshardPlan(src, dst, shape, dtype, _search(start, goal, src.mesh, shape, dtype, source))
+    mover = Mover(src.mesh, shape, dtype, source, goal)
+    wire_bytes, way = _search(start, goal, mover)
+    return ReshardPlan(src, dst, shape, dtype, functools.partial(mover.steps, way), wire_bytes)
 
 
 def _check(src: Sharding, dst: Sharding, shape) -> None:
