@@ -3,12 +3,13 @@ its full search gives.
 
 Two stops end the search while it is still expanding a state: a free step to the goal (every
 other way pushed from then on costs at least as much, and a tie keeps the way found first),
-and a one-step way from the start whose cost no plan can go below (Mover.final: a device must
-receive the data of its goal shard it does not hold, Mover.missing). Most plans are only
+and a one-step way from the start whose cost no plan can go below (Mover.floor: a device
+must receive the data of its goal shard it does not hold, Mover.missing). Most plans are only
 costed: a plan's steps are made when first asked for, its bytes summed by the search. The
-references are the search run to its end (`full_search` below: Dijkstra with no early return,
-as the planner was) and its steps' collectives, and, for `missing`, the device slices of the
-two shardings.
+references are the search run to its end (`full_search` below: Dijkstra with no early
+return, as the planner was) and its steps' collectives; for `missing`, the device slices of
+the two shardings; for `floor`, the cheapest plan found by relaxing every move
+(test_reshard_shortcuts.cheapest_costs).
 """
 
 import heapq
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from library_models import MODELS, build
+from test_reshard_shortcuts import cheapest_costs
 
 import gspmd_viz as gv
 from gspmd_viz.core.reshard.planner import reshard_plan
@@ -122,7 +124,7 @@ def unit_device(mesh, axis) -> int:
 
 @settings(max_examples=300)
 @given(cases(pending=False))
-def test_missing_counts_what_a_device_lacks_and_no_plan_sends_less(case):
+def test_missing_counts_what_a_device_lacks_and_no_plan_goes_below_the_floor(case):
     src, dst, shape, dtype = case
     start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
     mover = Mover(src.mesh, shape, np.dtype(dtype), "", goal)
@@ -131,6 +133,11 @@ def test_missing_counts_what_a_device_lacks_and_no_plan_sends_less(case):
         assert mover.missing(start[0], axis) == by_device[unit_device(src.mesh, axis)]
     plan = full_search(src, dst, shape, dtype)
     assert sum(s.wire_bytes for s in plan) >= np.dtype(dtype).itemsize * max(by_device)
+    if start != goal:
+        floor, cheapest = mover.floor(start), cheapest_costs(start, mover)[goal]
+        assert floor <= cheapest
+        for probe in (floor, cheapest, (floor[0], floor[1] + 1, 1), (floor[0] + 1, 1, 1)):
+            assert mover.at_floor(start, probe) == (probe <= floor)
 
 
 def test_a_gather_whose_bytes_a_device_must_receive_is_final():
@@ -145,4 +152,4 @@ def test_a_gather_whose_bytes_a_device_must_receive_is_final():
         g = sizes["x"]
         assert gather.wire_bytes == 4 * (g - 1) * -(-n // g)  # ring all-gather
         assert mover.missing((("x",),), None) == n - -(-n // g)
-        assert mover.final(((("x",),), frozenset()), (gather.wire_bytes, 1, 1)) is final
+        assert ((gather.wire_bytes, 1, 1) <= mover.floor(((("x",),), frozenset()))) is final

@@ -37,7 +37,7 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
     cost less: a free step to the goal, or one step from the start that no plan goes below
-    (Mover.final), ends it with the rest of the state's moves not even made. Returns the
+    (Mover.floor), ends it with the rest of the state's moves not even made. Returns the
     way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -59,7 +59,7 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
                 if move.new == goal:
                     found = (c, way)
                     # no other way costs less (and a tie keeps this one)
-                    if c <= least or (not path and mover.final(start, c)):
+                    if c <= least or (not path and mover.at_floor(start, c)):
                         return c[0], way
                 heapq.heappush(heap, (c, next(tie), move.new, way))
     raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work

@@ -59,6 +59,7 @@ class Mover:
         self._locals: dict = {}
         self._shardings: dict = {}
         self._growths: dict = {}
+        self._unasked, self._least = None, 0.0  # at_floor's devices left, bytes so far
 
     def sharding(self, state) -> Sharding:
         if state not in self._shardings:
@@ -267,19 +268,32 @@ class Mover:
             for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
         )
 
-    def final(self, start, cost) -> bool:
-        """Does no plan from start cost less than `cost` (a one-step way to the goal)? Where
-        no sums are pending, a device must receive the data of its goal shard it does not
-        hold (`missing`), and no step sends a device less than it receives. Asked only where
-        every cost is exact (`_exact`): a tie could otherwise round either way."""
+    def floor(self, start) -> tuple:
+        """A lower bound on the (wire bytes, collectives, steps) of every plan from start (not
+        the goal). Where no sums are pending, a device must receive the data of its goal shard
+        it does not hold (`missing`), and no step sends a device less than it receives. Bytes
+        are bounded only where every cost is exact (`_exact`): a tie could otherwise round
+        either way."""
+        least = max([0, *(self.missing(start[0], axis) for axis in self._asked(start))])
+        return (float(self.dtype.itemsize * least), int(least > 0), 1)
+
+    def at_floor(self, start, cost) -> bool:
+        """cost <= floor(start), the devices asked one by one until that is known."""
+        if self._unasked is None:
+            self._unasked, self._least = iter(self._asked(start)), 0.0
+        while cost > (self._least, int(self._least > 0), 1):
+            axis = next(self._unasked, False)
+            if axis is False:
+                return False
+            missing = float(self.dtype.itemsize * self.missing(start[0], axis))
+            self._least = max(self._least, missing)
+        return True
+
+    def _asked(self, start) -> list:
+        """The devices `floor` asks (`missing`): none where sums are pending or costs round."""
         if start[1] or not self._exact():
-            return False
-        least = 0
-        for axis in [None, *(a for a in self.mesh.axis_names if self.sizes[a] > 1)]:
-            least = max(least, self.dtype.itemsize * self.missing(start[0], axis))
-            if cost <= (float(least), int(least > 0), 1):
-                return True
-        return False
+            return []
+        return [None, *(a for a in self.mesh.axis_names if self.sizes[a] > 1)]
 
     def _exact(self) -> bool:
         """Are all costs exact floats? With groups of 2^k devices, each is a whole multiple of
