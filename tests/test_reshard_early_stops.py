@@ -9,7 +9,9 @@ costed: a plan's steps are made when first asked for, its bytes summed by the se
 references are the search run to its end (`full_search` below: Dijkstra with no early
 return, as the planner was) and its steps' collectives; for `missing`, the device slices of
 the two shardings; for `floor`, the cheapest plan found by relaxing every move
-(test_reshard_shortcuts.cheapest_costs).
+(test_reshard_shortcuts.cheapest_costs). A collective-permute's rounds are known without
+pairing devices where every dim nests and some device sends (Mover.rounds): checked against
+the pairing (permute_rounds).
 """
 
 import heapq
@@ -24,6 +26,7 @@ from library_models import MODELS, build
 from test_reshard_shortcuts import cheapest_costs
 
 import gspmd_viz as gv
+from gspmd_viz.core.reshard.permute_rounds import moving, permute_rounds
 from gspmd_viz.core.reshard.planner import reshard_plan
 from gspmd_viz.core.reshard.steps import Mover, state_key
 from gspmd_viz.core.sharding.collective import total_wire_bytes
@@ -153,3 +156,18 @@ def test_a_gather_whose_bytes_a_device_must_receive_is_final():
         assert gather.wire_bytes == 4 * (g - 1) * -(-n // g)  # ring all-gather
         assert mover.missing((("x",),), None) == n - -(-n // g)
         assert ((gather.wire_bytes, 1, 1) <= mover.floor(((("x",),), frozenset()))) is final
+
+
+@settings(max_examples=500)
+@given(cases(pending=False))
+def test_permute_rounds_counted_without_pairing_devices_match_the_pairing(case):
+    """Mover.rounds: where every dim nests and a device one step from device 0 sends, one
+    round; checked against permute_rounds (each device paired with the one sending to it)."""
+    src, dst, shape, dtype = case
+    spec, target = state_key(src, len(shape))[0], state_key(dst, len(shape))[0]
+    mover = Mover(src.mesh, shape, np.dtype(dtype), "", (target, frozenset()))
+    if spec != target and mover.inside(spec, target):
+        old, new = gv.Sharding(src.mesh, spec), gv.Sharding(src.mesh, target)
+        assert mover.rounds(spec, target) == len(moving(permute_rounds(old, new, shape)))
+        if mover.sends(spec, target):
+            assert moving(permute_rounds(old, new, shape))

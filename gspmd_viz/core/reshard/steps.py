@@ -202,7 +202,7 @@ class Mover:
         *local]. Where every device holds its new shard already: a free local slice, unless
         `slices` get there (a dim's axes growing at its end)."""
         new = (target, frozenset())
-        rounds = round_count(self.sharding((spec, frozenset())), self.sharding(new), self.shape)
+        rounds = self.rounds(spec, target)
         if not rounds:
             grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
             yield from [] if grows else [_Move("slice", (), (), new, None)]
@@ -216,6 +216,35 @@ class Mover:
         operand = (rounds, *local) if rounds > 1 else local
         axes = tuple(a for a in self.mesh.axis_names if a in moved)
         yield _Move("collective-permute", axes, (), new, operand)
+
+    def rounds(self, spec, target) -> int:
+        """round_count from spec to target. Where every dim nests (`nested_dim`), each src
+        shard has as many holders as devices asking for pieces of it: one round if any
+        device sends, known without pairing devices where one that `sends` asks does."""
+        dims = enumerate(zip(spec, target, strict=True))
+        if all(self.nested_dim(d, h, w) for d, (h, w) in dims) and self.sends(spec, target):
+            return 1
+        old, new = self.sharding((spec, frozenset())), self.sharding((target, frozenset()))
+        return round_count(old, new, self.shape)
+
+    def sends(self, spec, target) -> bool:
+        """Does some device find its data in target outside its own shard in spec? Asked of
+        the devices one step from device 0 along one axis: a yes is sure, a no says nothing."""
+        axes = [a for a in self.mesh.axis_names if self.sizes[a] > 1]
+        return any(self._sends(spec, target, axis) for axis in axes)
+
+    def _sends(self, spec, target, axis) -> bool:
+        """`sends` for the device at 1 along `axis` (permute_rounds._asks for it alone): its
+        target shard holds data, and it lies in another shard of spec than its own."""
+        away = False
+        blocks = zip(self.shape, spec, target, self.local(spec), self.local(target), strict=True)
+        for n, have, want, held, size in blocks:
+            start = _unit_index(want, axis, self.sizes) * size
+            if start >= n:  # its target shard holds padding only: it asks for nothing
+                return False
+            asked = min(start // max(held, 1), self.size(have) - 1)
+            away = away or asked != _unit_index(have, axis, self.sizes)
+        return away
 
     def on_data(self, spec):
         """spec with each dim's major axes dropped while the devices past the first along them
