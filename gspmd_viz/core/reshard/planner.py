@@ -52,6 +52,8 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
             return found[0][0], found[1]
         if best.get(state, cost) < cost:
             continue
+        if found is not None and mover.hopeless(state, cost[0], found[0][0]):
+            continue  # no way on from here costs as little as the way found
         for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
             if c < best.get(move.new, (float("inf"),)):
@@ -62,7 +64,9 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
                     if c <= least or (not path and mover.at_floor(start, c)):
                         return c[0], way
                 heapq.heappush(heap, (c, next(tie), move.new, way))
-    raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
+    if found is None:
+        raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
+    return found[0][0], found[1]  # the states left were hopeless
 
 
 # --- public --------------------------------------------------------------------------------

@@ -318,9 +318,17 @@ class Mover:
             self._least = max(self._least, missing)
         return True
 
-    def _asked(self, start) -> list:
+    def hopeless(self, state, spent: float, budget: float) -> bool:
+        """Does every way on from state (`spent` bytes spent on the way to it) cost more than
+        `budget` wire bytes? Some device must receive more than that (`missing`)."""
+        itemsize = self.dtype.itemsize
+        return any(
+            spent + itemsize * self.missing(state[0], a) > budget for a in self._asked(state)
+        )
+
+    def _asked(self, state) -> list:
         """The devices `floor` asks (`missing`): none where sums are pending or costs round."""
-        if start[1] or not self._exact():
+        if state[1] or not self._exact():
             return []
         return [None, *(a for a in self.mesh.axis_names if self.sizes[a] > 1)]
 
