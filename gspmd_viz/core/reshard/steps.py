@@ -190,8 +190,9 @@ class Mover:
         targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
         targets += (self.relabel(spec, goal), self.on_data(spec))
         for target in dict.fromkeys(targets):
-            # a target every device holds already yields nothing (`_permute`): skip it early
-            if target != spec and not self.holds_own(spec, target) and self.inside(spec, target):
+            # a target every device holds already yields nothing (`_permute`): skip it early;
+            # `inside` first: most targets fail it, at once where a shard of theirs is larger
+            if target != spec and self.inside(spec, target) and not self.holds_own(spec, target):
                 yield from self._permute(spec, target)
 
     def _permute(self, spec, target):
@@ -252,11 +253,11 @@ class Mover:
         same blocks over fewer axes, the holders sending them on (a permute), where gathering
         the dim would bring every block of padding too."""
         out = []
-        for n, axes in zip(self.shape, spec, strict=True):
-            k, block = 0, ceil_div(n, self.size(axes))
+        for n, axes, block in zip(self.shape, spec, self.local(spec), strict=True):
+            k = 0
             while k < len(axes) and n <= block * self.size(axes[k + 1 :]):
                 k += 1
-            out.append(tuple(axes[k:]))
+            out.append(axes[k:] if k else axes)
         return tuple(out)
 
     def relabel(self, spec, goal):
@@ -265,6 +266,9 @@ class Mover:
         ((z, y) -> x on a 2x2x2 mesh: permute to (x, y), gather y; # XLA does the same)."""
         used, out = {a for axes in spec for a in axes}, []
         for have, want in zip(spec, goal, strict=True):
+            if not (have and want):
+                out.append(have)
+                continue
             have = list(have)
             for i, (a, b) in enumerate(zip(have, want, strict=False)):
                 if a != b and b not in used and self.sizes[a] == self.sizes[b]:
@@ -291,7 +295,10 @@ class Mover:
         )
 
     def inside(self, spec, target) -> bool:
-        """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
+        """Does every shard of `target` (past its padding) lie inside one shard of `spec`?
+        (Not where one is larger.)"""
+        if any(w > h for w, h in zip(self.local(target), self.local(spec), strict=True)):
+            return False
         return all(
             self.nested_dim(d, have, want) or within(n, self.size(have), self.size(want))
             for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
@@ -383,12 +390,11 @@ def _dst_major(spec, goal):
     """spec with each dim's axes reordered: the longest prefix of goal's axes there comes first."""
     out = []
     for have, want in zip(spec, goal, strict=True):
-        lead = []
-        for a in want:
-            if a not in have:
-                break
-            lead.append(a)
-        out.append(tuple(lead) + tuple(a for a in have if a not in lead))
+        k = 0
+        while k < len(want) and want[k] in have:
+            k += 1
+        lead = want[:k]
+        out.append(have if have[:k] == lead else lead + tuple(a for a in have if a not in lead))
     return tuple(out)
 
 
