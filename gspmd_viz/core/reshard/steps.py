@@ -110,7 +110,7 @@ class Mover:
     def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
         """The operand of a collective that splits `dim` over `axes`: padded to divide."""
         operand = list(self.local(spec))
-        operand[dim] = self.size(axes) * self.local(new)[dim]
+        operand[dim] = self.size(axes) * ceil_div(self.shape[dim], self.size(new[dim]))
         return tuple(operand)
 
     # --- one generator per kind of move ---------------------------------------------------
@@ -157,9 +157,9 @@ class Mover:
                 if self.nests(d, keep, axes):
                     new = (_set(spec, d, keep), unreduced)
                     yield _Move("all-gather", axes, (d,), new, self.local(spec))
-                    gathered = self.local(new[0])
-                    if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
-                        yield _Move("all-reduce", axes, (d,), new, gathered)
+                    gathered = ceil_div(self.shape[d], self.size(keep))
+                    if 2 * gathered < self.size(axes) * self.local(spec)[d]:
+                        yield _Move("all-reduce", axes, (d,), new, self.local(new[0]))
 
     def all_to_alls(self, state):
         spec, unreduced = state
