@@ -356,21 +356,25 @@ class Mover:
             end = min(n, start + size)
             if start >= end:
                 return 0
-            held_start = _unit_index(have, axis, self.sizes) * held
             wanted *= end - start
+            if have == want:  # the same block: all of it held
+                kept *= end - start
+                continue
+            held_start = _unit_index(have, axis, self.sizes) * held
             kept *= max(0, min(end, held_start + held) - max(start, held_start))
         return wanted - kept
 
     def moves(self, state):
-        for gen in (
-            self.slices,
-            self.reduce_scatters,
-            self.all_reduces,
-            self.all_to_alls,
-            self.all_gathers,
-            self.permutes,
-        ):
-            yield from gen(state)
+        """Every move from state, kind by kind in this order (of equal-cost ways the search
+        keeps the first); each kind's moves are made only when the ones before are used up."""
+        return itertools.chain(
+            self.slices(state),
+            self.reduce_scatters(state),
+            self.all_reduces(state),
+            self.all_to_alls(state),
+            self.all_gathers(state),
+            self.permutes(state),
+        )
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:
