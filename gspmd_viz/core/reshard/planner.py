@@ -24,6 +24,7 @@ or to the same blocks over the dim's minor axes alone before a gather: steps.Mov
 import functools
 import heapq
 import itertools
+import math
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from gspmd_viz.core.reshard.steps import Mover, ReshardStep, state_key
 from gspmd_viz.core.sharding.collective import Collective, total_wire_bytes
 from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
 from gspmd_viz.units import format_bytes
+
+_NEVER = (math.inf,)  # the cost of a state not reached yet
 
 
 def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
@@ -56,7 +59,7 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
             continue  # no way on from here costs as little as the way found
         for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
-            if c < best.get(move.new, (float("inf"),)):
+            if c < best.get(move.new, _NEVER):
                 best[move.new], way = c, (*path, (state, move))
                 if move.new == goal:
                     found = (c, way)

@@ -116,8 +116,9 @@ class Mover:
     # --- one generator per kind of move ---------------------------------------------------
     def slices(self, state):
         spec, unreduced = state
-        used = {a for axes in spec for a in axes} | unreduced
-        for d, extra in self.growth(spec):
+        growth = self.growth(spec)
+        used = {a for axes in spec for a in axes} | unreduced if growth else set()
+        for d, extra in growth:
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if used & set(axes) or not self.nests(d, spec[d], axes):
@@ -128,7 +129,7 @@ class Mover:
     def reduce_scatters(self, state):
         spec, unreduced = state
         todo = unreduced - self.dst_unreduced
-        for d, extra in self.growth(spec):
+        for d, extra in self.growth(spec) if todo else ():
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if not set(axes) <= todo or not self.nests(d, spec[d], axes):
@@ -141,7 +142,8 @@ class Mover:
 
     def all_reduces(self, state):
         spec, unreduced = state
-        todo = [a for a in self.mesh.axis_names if a in unreduced - self.dst_unreduced]
+        pending = unreduced - self.dst_unreduced
+        todo = [a for a in self.mesh.axis_names if a in pending] if pending else []
         for k in range(1, len(todo) + 1):
             for axes in itertools.combinations(todo, k):
                 new = (spec, unreduced - set(axes))
