@@ -40,8 +40,9 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
     cost less: a free step to the goal, or one step from the start that no plan goes below
-    (Mover.floor), ends it with the rest of the state's moves not even made. Returns the
-    way's wire bytes and its (state, move) pairs."""
+    (Mover.floor), ends it with the rest of the state's moves not even made; a state every
+    way on from which costs more than the way found is not expanded (Mover.hopeless).
+    Returns the way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
     found = None  # (cost, path): the cheapest way to the goal pushed so far

@@ -329,14 +329,16 @@ class Mover:
 
     def hopeless(self, state, spent: float, budget: float) -> bool:
         """Does every way on from state (`spent` bytes spent on the way to it) cost more than
-        `budget` wire bytes? Some device must receive more than that (`missing`)."""
+        `budget` wire bytes? Some device must receive more than that (`missing`; asked as
+        `floor` asks, where no sums are pending and costs are exact)."""
         itemsize = self.dtype.itemsize
         return any(
             spent + itemsize * self.missing(state[0], a) > budget for a in self._asked(state)
         )
 
     def _asked(self, state) -> list:
-        """The devices `floor` asks (`missing`): none where sums are pending or costs round."""
+        """The devices `floor` and `hopeless` ask (`missing`): none where sums are pending or
+        costs round."""
         if state[1] or not self._exact():
             return []
         return [None, *(a for a in self.mesh.axis_names if self.sizes[a] > 1)]
