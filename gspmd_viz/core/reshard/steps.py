@@ -60,6 +60,7 @@ class Mover:
         self._shardings: dict = {}
         self._growths: dict = {}
         self._unasked, self._least = None, 0.0  # at_floor's devices left, bytes so far
+        self._devices = None  # _asked's, once asked
 
     def sharding(self, state) -> Sharding:
         if state not in self._shardings:
@@ -339,15 +340,21 @@ class Mover:
     def _asked(self, state) -> list:
         """The devices `floor` and `hopeless` ask (`missing`): none where sums are pending or
         costs round."""
-        if state[1] or not self._exact():
+        if state[1]:
             return []
-        return [None, *(a for a in self.mesh.axis_names if self.sizes[a] > 1)]
+        if self._devices is None:  # the same for every state without pending sums
+            names = (a for a in self.mesh.axis_names if self.sizes[a] > 1)
+            self._devices = [None, *names] if self._exact() else []
+        return self._devices
 
     def _exact(self) -> bool:
         """Are all costs exact floats? With groups of 2^k devices, each is a whole multiple of
         2^-k bytes, and these are far below 2^53 of them."""
-        powers = all(n & (n - 1) == 0 for n in self.mesh.sizes)
-        return powers and self.dtype.itemsize * math.prod(self.shape) * self.mesh.size**2 < 2**40
+        sizes = self.sizes.values()
+        powers = all(n & (n - 1) == 0 for n in sizes)
+        return (
+            powers and self.dtype.itemsize * math.prod(self.shape) * math.prod(sizes) ** 2 < 2**40
+        )
 
     def missing(self, spec, axis) -> int:
         """Elements of its goal shard that the device at 1 along `axis` and 0 along the
