@@ -140,9 +140,15 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
     if start == goal:
         return ReshardPlan(src, dst, shape, dtype, [])
-    mover = Mover(src.mesh, shape, dtype, source, goal)
-    wire_bytes, way = _search(start, goal, mover)
-    return ReshardPlan(src, dst, shape, dtype, functools.partial(mover.steps, way), wire_bytes)
+    wire_bytes, way = _search(start, goal, Mover(src.mesh, shape, dtype, source, goal))
+    steps = functools.partial(_steps, src.mesh, shape, dtype, source, goal, way)
+    return ReshardPlan(src, dst, shape, dtype, steps, wire_bytes)
+
+
+def _steps(mesh, shape, dtype, source, goal, way) -> list[ReshardStep]:
+    """The steps of a way the search found, made by a Mover of their own: a cached plan
+    does not keep the search's (its memos of every state reached)."""
+    return Mover(mesh, shape, dtype, source, goal).steps(way)
 
 
 def _check(src: Sharding, dst: Sharding, shape) -> None:
