@@ -24,6 +24,7 @@ or to the same blocks over the dim's minor axes alone before a gather: steps.Mov
 import functools
 import heapq
 import itertools
+import math
 
 import numpy as np
 
@@ -32,29 +33,44 @@ from gspmd_viz.core.sharding.collective import Collective, total_wire_bytes
 from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
 from gspmd_viz.units import format_bytes
 
+_NEVER = (math.inf,)  # the cost of a state not reached yet
 
-def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
-    """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states."""
-    mover = Mover(mesh, shape, dtype, source, goal)
+
+def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
+    """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
+    equal-cost ways the first pushed is kept; the search returns as soon as no other way can
+    cost less: a free step to the goal, or one step from the start that no plan goes below
+    (Mover.floor), ends it with the rest of the state's moves not even made; a state every
+    way on from which costs more than the way found is not expanded (Mover.hopeless).
+    Returns the way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
     found = None  # (cost, path): the cheapest way to the goal pushed so far
     tie = itertools.count(1)
     while heap:
         cost, _, state, path = heapq.heappop(heap)
-        # every step adds at least (0, 0, 1) and costs only grow from here: nothing later
-        # pushes a cheaper way to the goal (the goal's own entry would be popped next at best)
-        if found is not None and found[0] <= (cost[0], cost[1], cost[2] + 1):
-            return [mover.step(before, move) for before, move in found[1]]
+        # every step adds at least (0, 0, 1) and costs only grow from here: no way pushed
+        # from now on costs less than `least` (the goal's own entry would be popped next)
+        least = (cost[0], cost[1], cost[2] + 1)
+        if found is not None and found[0] <= least:
+            return found[0][0], found[1]
         if best.get(state, cost) < cost:
             continue
+        if found is not None and mover.hopeless(state, cost[0], found[0][0]):
+            continue  # no way on from here costs as little as the way found
         for move in mover.moves(state):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
-            if c < best.get(move.new, (float("inf"),)):
+            if c < best.get(move.new, _NEVER):
                 best[move.new], way = c, (*path, (state, move))
-                found = (c, way) if move.new == goal else found
+                if move.new == goal:
+                    found = (c, way)
+                    # no other way costs less (and a tie keeps this one)
+                    if c <= least or (not path and mover.at_floor(start, c)):
+                        return c[0], way
                 heapq.heappush(heap, (c, next(tie), move.new, way))
-    raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
+    if found is None:
+        raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
+    return found[0][0], found[1]  # the states left were hopeless
 
 
 # --- public --------------------------------------------------------------------------------
@@ -63,8 +79,18 @@ def _search(start, goal, mesh, shape, dtype, source) -> list[ReshardStep]:
 class ReshardPlan:
     """`gv.reshard_plan(src, dst, shape)`: steps, their collectives, and the bytes they move."""
 
-    def __init__(self, src: Sharding, dst: Sharding, shape, dtype, steps: list[ReshardStep]):
-        self.src, self.dst, self.shape, self.dtype, self.steps = src, dst, shape, dtype, steps
+    def __init__(self, src: Sharding, dst: Sharding, shape, dtype, steps, wire_bytes=None):
+        """`steps`: a list of ReshardSteps, or a function that makes them when first asked
+        (most plans are only costed: `wire_bytes`, given, is then theirs)."""
+        self.src, self.dst, self.shape, self.dtype, self._steps = src, dst, shape, dtype, steps
+        if wire_bytes is not None:
+            self.wire_bytes = wire_bytes
+
+    @property
+    def steps(self) -> list[ReshardStep]:
+        if callable(self._steps):
+            self._steps = self._steps()
+        return self._steps
 
     @property
     def collectives(self) -> list[Collective]:
@@ -114,7 +140,15 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
     if start == goal:
         return ReshardPlan(src, dst, shape, dtype, [])
-    return ReshardPlan(src, dst, shape, dtype, _search(start, goal, src.mesh, shape, dtype, source))
+    wire_bytes, way = _search(start, goal, Mover(src.mesh, shape, dtype, source, goal))
+    steps = functools.partial(_steps, src.mesh, shape, dtype, source, goal, way)
+    return ReshardPlan(src, dst, shape, dtype, steps, wire_bytes)
+
+
+def _steps(mesh, shape, dtype, source, goal, way) -> list[ReshardStep]:
+    """The steps of a way the search found, made by a Mover of their own: a cached plan
+    does not keep the search's (its memos of every state reached)."""
+    return Mover(mesh, shape, dtype, source, goal).steps(way)
 
 
 def _check(src: Sharding, dst: Sharding, shape) -> None:

@@ -59,6 +59,8 @@ class Mover:
         self._locals: dict = {}
         self._shardings: dict = {}
         self._growths: dict = {}
+        self._unasked, self._least = None, 0.0  # at_floor's devices left, bytes so far
+        self._devices = None  # _asked's, once asked
 
     def sharding(self, state) -> Sharding:
         if state not in self._shardings:
@@ -102,17 +104,22 @@ class Mover:
         before, after = self.sharding(state), self.sharding(move.new)
         return ReshardStep(move.kind, move.axes, move.dims, before, after, collective)
 
+    def steps(self, way) -> list[ReshardStep]:
+        """The steps of a way the search found: its (state, move) pairs."""
+        return [self.step(before, move) for before, move in way]
+
     def padded(self, spec, new, dim, axes) -> tuple[int, ...]:
         """The operand of a collective that splits `dim` over `axes`: padded to divide."""
         operand = list(self.local(spec))
-        operand[dim] = self.size(axes) * self.local(new)[dim]
+        operand[dim] = self.size(axes) * ceil_div(self.shape[dim], self.size(new[dim]))
         return tuple(operand)
 
     # --- one generator per kind of move ---------------------------------------------------
     def slices(self, state):
         spec, unreduced = state
-        used = {a for axes in spec for a in axes} | unreduced
-        for d, extra in self.growth(spec):
+        growth = self.growth(spec)
+        used = {a for axes in spec for a in axes} | unreduced if growth else set()
+        for d, extra in growth:
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if used & set(axes) or not self.nests(d, spec[d], axes):
@@ -123,7 +130,7 @@ class Mover:
     def reduce_scatters(self, state):
         spec, unreduced = state
         todo = unreduced - self.dst_unreduced
-        for d, extra in self.growth(spec):
+        for d, extra in self.growth(spec) if todo else ():
             for k in range(1, len(extra) + 1):
                 axes = extra[:k]
                 if not set(axes) <= todo or not self.nests(d, spec[d], axes):
@@ -136,7 +143,8 @@ class Mover:
 
     def all_reduces(self, state):
         spec, unreduced = state
-        todo = [a for a in self.mesh.axis_names if a in unreduced - self.dst_unreduced]
+        pending = unreduced - self.dst_unreduced
+        todo = [a for a in self.mesh.axis_names if a in pending] if pending else []
         for k in range(1, len(todo) + 1):
             for axes in itertools.combinations(todo, k):
                 new = (spec, unreduced - set(axes))
@@ -152,9 +160,9 @@ class Mover:
                 if self.nests(d, keep, axes):
                     new = (_set(spec, d, keep), unreduced)
                     yield _Move("all-gather", axes, (d,), new, self.local(spec))
-                    gathered = self.local(new[0])
-                    if 2 * gathered[d] < self.size(axes) * self.local(spec)[d]:
-                        yield _Move("all-reduce", axes, (d,), new, gathered)
+                    gathered = ceil_div(self.shape[d], self.size(keep))
+                    if 2 * gathered < self.size(axes) * self.local(spec)[d]:
+                        yield _Move("all-reduce", axes, (d,), new, self.local(new[0]))
 
     def all_to_alls(self, state):
         spec, unreduced = state
@@ -185,8 +193,9 @@ class Mover:
         targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
         targets += (self.relabel(spec, goal), self.on_data(spec))
         for target in dict.fromkeys(targets):
-            # a target every device holds already yields nothing (`_permute`): skip it early
-            if target != spec and not self.holds_own(spec, target) and self.inside(spec, target):
+            # a target every device holds already yields nothing (`_permute`): skip it early;
+            # `inside` first: most targets fail it, at once where a shard of theirs is larger
+            if target != spec and self.inside(spec, target) and not self.holds_own(spec, target):
                 yield from self._permute(spec, target)
 
     def _permute(self, spec, target):
@@ -197,7 +206,7 @@ class Mover:
         *local]. Where every device holds its new shard already: a free local slice, unless
         `slices` get there (a dim's axes growing at its end)."""
         new = (target, frozenset())
-        rounds = round_count(self.sharding((spec, frozenset())), self.sharding(new), self.shape)
+        rounds = self.rounds(spec, target)
         if not rounds:
             grows = all(w[: len(h)] == h for h, w in zip(spec, target, strict=True))
             yield from [] if grows else [_Move("slice", (), (), new, None)]
@@ -212,17 +221,46 @@ class Mover:
         axes = tuple(a for a in self.mesh.axis_names if a in moved)
         yield _Move("collective-permute", axes, (), new, operand)
 
+    def rounds(self, spec, target) -> int:
+        """round_count from spec to target. Where every dim nests (`nested_dim`), each src
+        shard has as many holders as devices asking for pieces of it: one round if any
+        device sends, known without pairing devices where one that `sends` asks does."""
+        dims = enumerate(zip(spec, target, strict=True))
+        if all(self.nested_dim(d, h, w) for d, (h, w) in dims) and self.sends(spec, target):
+            return 1
+        old, new = self.sharding((spec, frozenset())), self.sharding((target, frozenset()))
+        return round_count(old, new, self.shape)
+
+    def sends(self, spec, target) -> bool:
+        """Does some device find its data in target outside its own shard in spec? Asked of
+        the devices one step from device 0 along one axis: a yes is sure, a no says nothing."""
+        axes = [a for a in self.mesh.axis_names if self.sizes[a] > 1]
+        return any(self._sends(spec, target, axis) for axis in axes)
+
+    def _sends(self, spec, target, axis) -> bool:
+        """`sends` for the device at 1 along `axis` (permute_rounds._asks for it alone): its
+        target shard holds data, and it lies in another shard of spec than its own."""
+        away = False
+        blocks = zip(self.shape, spec, target, self.local(spec), self.local(target), strict=True)
+        for n, have, want, held, size in blocks:
+            start = _unit_index(want, axis, self.sizes) * size
+            if start >= n:  # its target shard holds padding only: it asks for nothing
+                return False
+            asked = min(start // max(held, 1), self.size(have) - 1)
+            away = away or asked != _unit_index(have, axis, self.sizes)
+        return away
+
     def on_data(self, spec):
         """spec with each dim's major axes dropped while the devices past the first along them
         hold padding only (4 rows over (x, y) on 2x4: the devices at x = 1 hold none): the
         same blocks over fewer axes, the holders sending them on (a permute), where gathering
         the dim would bring every block of padding too."""
         out = []
-        for n, axes in zip(self.shape, spec, strict=True):
-            k, block = 0, ceil_div(n, self.size(axes))
+        for n, axes, block in zip(self.shape, spec, self.local(spec), strict=True):
+            k = 0
             while k < len(axes) and n <= block * self.size(axes[k + 1 :]):
                 k += 1
-            out.append(tuple(axes[k:]))
+            out.append(axes[k:] if k else axes)
         return tuple(out)
 
     def relabel(self, spec, goal):
@@ -231,6 +269,9 @@ class Mover:
         ((z, y) -> x on a 2x2x2 mesh: permute to (x, y), gather y; # XLA does the same)."""
         used, out = {a for axes in spec for a in axes}, []
         for have, want in zip(spec, goal, strict=True):
+            if not (have and want):
+                out.append(have)
+                continue
             have = list(have)
             for i, (a, b) in enumerate(zip(have, want, strict=False)):
                 if a != b and b not in used and self.sizes[a] == self.sizes[b]:
@@ -257,22 +298,94 @@ class Mover:
         )
 
     def inside(self, spec, target) -> bool:
-        """Does every shard of `target` (past its padding) lie inside one shard of `spec`?"""
+        """Does every shard of `target` (past its padding) lie inside one shard of `spec`?
+        (Not where one is larger.)"""
+        if any(w > h for w, h in zip(self.local(target), self.local(spec), strict=True)):
+            return False
         return all(
             self.nested_dim(d, have, want) or within(n, self.size(have), self.size(want))
             for d, (n, have, want) in enumerate(zip(self.shape, spec, target, strict=True))
         )
 
+    def floor(self, start) -> tuple:
+        """A lower bound on the (wire bytes, collectives, steps) of every plan from start (not
+        the goal). Where no sums are pending, a device must receive the data of its goal shard
+        it does not hold (`missing`), and no step sends a device less than it receives. Bytes
+        are bounded only where every cost is exact (`_exact`): a tie could otherwise round
+        either way."""
+        least = max([0, *(self.missing(start[0], axis) for axis in self._asked(start))])
+        return (float(self.dtype.itemsize * least), int(least > 0), 1)
+
+    def at_floor(self, start, cost) -> bool:
+        """cost <= floor(start), the devices asked one by one until that is known."""
+        if self._unasked is None:
+            self._unasked, self._least = iter(self._asked(start)), 0.0
+        while cost > (self._least, int(self._least > 0), 1):
+            axis = next(self._unasked, False)
+            if axis is False:
+                return False
+            missing = float(self.dtype.itemsize * self.missing(start[0], axis))
+            self._least = max(self._least, missing)
+        return True
+
+    def hopeless(self, state, spent: float, budget: float) -> bool:
+        """Does every way on from state (`spent` bytes spent on the way to it) cost more than
+        `budget` wire bytes? Some device must receive more than that (`missing`; asked as
+        `floor` asks, where no sums are pending and costs are exact)."""
+        itemsize = self.dtype.itemsize
+        return any(
+            spent + itemsize * self.missing(state[0], a) > budget for a in self._asked(state)
+        )
+
+    def _asked(self, state) -> list:
+        """The devices `floor` and `hopeless` ask (`missing`): none where sums are pending or
+        costs round."""
+        if state[1]:
+            return []
+        if self._devices is None:  # the same for every state without pending sums
+            names = (a for a in self.mesh.axis_names if self.sizes[a] > 1)
+            self._devices = [None, *names] if self._exact() else []
+        return self._devices
+
+    def _exact(self) -> bool:
+        """Are all costs exact floats? With groups of 2^k devices, each is a whole multiple of
+        2^-k bytes, and these are far below 2^53 of them."""
+        sizes = self.sizes.values()
+        powers = all(n & (n - 1) == 0 for n in sizes)
+        return (
+            powers and self.dtype.itemsize * math.prod(self.shape) * math.prod(sizes) ** 2 < 2**40
+        )
+
+    def missing(self, spec, axis) -> int:
+        """Elements of its goal shard that the device at 1 along `axis` and 0 along the
+        others (device 0 for None) does not hold in spec (padding holds nothing)."""
+        wanted = kept = 1
+        held_sizes, sizes = self.local(spec), self.local(self.dst_axes)
+        blocks = zip(self.shape, spec, self.dst_axes, held_sizes, sizes, strict=True)
+        for n, have, want, held, size in blocks:
+            start = _unit_index(want, axis, self.sizes) * size
+            end = min(n, start + size)
+            if start >= end:
+                return 0
+            wanted *= end - start
+            if have == want:  # the same block: all of it held
+                kept *= end - start
+                continue
+            held_start = _unit_index(have, axis, self.sizes) * held
+            kept *= max(0, min(end, held_start + held) - max(start, held_start))
+        return wanted - kept
+
     def moves(self, state):
-        for gen in (
-            self.slices,
-            self.reduce_scatters,
-            self.all_reduces,
-            self.all_to_alls,
-            self.all_gathers,
-            self.permutes,
-        ):
-            yield from gen(state)
+        """Every move from state, kind by kind in this order (of equal-cost ways the search
+        keeps the first); each kind's moves are made only when the ones before are used up."""
+        return itertools.chain(
+            self.slices(state),
+            self.reduce_scatters(state),
+            self.all_reduces(state),
+            self.all_to_alls(state),
+            self.all_gathers(state),
+            self.permutes(state),
+        )
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:
@@ -280,16 +393,23 @@ def _roles(spec) -> dict[str, tuple[int, int]]:
     return {a: (d, i) for d, axes in enumerate(spec) for i, a in enumerate(axes)}
 
 
+def _unit_index(axes, axis, sizes) -> int:
+    """The shard, over a dim split by `axes`, of the device at 1 along `axis` and 0 along
+    the others: the product of the sizes of the axes after it (0 where it is not there)."""
+    if axis is None or axis not in axes:
+        return 0
+    return math.prod(sizes[a] for a in axes[axes.index(axis) + 1 :])
+
+
 def _dst_major(spec, goal):
     """spec with each dim's axes reordered: the longest prefix of goal's axes there comes first."""
     out = []
     for have, want in zip(spec, goal, strict=True):
-        lead = []
-        for a in want:
-            if a not in have:
-                break
-            lead.append(a)
-        out.append(tuple(lead) + tuple(a for a in have if a not in lead))
+        k = 0
+        while k < len(want) and want[k] in have:
+            k += 1
+        lead = want[:k]
+        out.append(have if have[:k] == lead else lead + tuple(a for a in have if a not in lead))
     return tuple(out)
 
 
