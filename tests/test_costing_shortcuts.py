@@ -13,6 +13,7 @@ from fuzz_programs import programs
 from hypothesis import HealthCheck, given, settings
 from library_models import MODELS, build
 from test_pass_memo import _text
+from test_pass_memo import assert_same_as_reference as same_as_pass_memo_reference
 
 import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split
@@ -74,11 +75,7 @@ CHECKS = (
 
 
 def assert_same_as_reference(prop, **kw):
-    ours = _text(gv.partition(prop, **kw))
-    for owner, name, reference in REFERENCES:
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(owner, name, reference)
-            assert _text(gv.partition(prop, **kw)) == ours, name
+    ours = same_as_pass_memo_reference(prop, REFERENCES, **kw)
     with pytest.MonkeyPatch.context() as m:  # every ask answered as the reference answers it
         for owner, name, check in CHECKS:
             m.setattr(owner, name, check)

@@ -114,12 +114,14 @@ def _text(spmd) -> str:
     return "\n".join(texts)
 
 
-def assert_same_as_reference(prop, **kw):
+def assert_same_as_reference(prop, references=REFERENCES, **kw) -> str:
+    """The plan's text (`_text`), checked equal with each (owner, name, reference) patched in."""
     ours = _text(gv.partition(prop, **kw))
-    for owner, name, reference in REFERENCES:
+    for owner, name, reference in references:
         with pytest.MonkeyPatch.context() as m:
             m.setattr(owner, name, reference)
             assert _text(gv.partition(prop, **kw)) == ours, name
+    return ours
 
 
 @pytest.mark.parametrize("name", sorted(examples.ZOO))
