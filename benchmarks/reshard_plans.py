@@ -5,7 +5,9 @@ user's first call on a model pays each plan cold. Per model (tests/library_model
 propagate + partition CPU ms on a first call (timing.first_call: a fresh trace, the
 package's caches emptied; cold) and with the caches kept from the previous run (warm),
 medians of 7, their ratio; the distinct plans asked for and the cold CPU microseconds per
-plan (`reshard_plan` on those arguments, median of 5 passes).
+plan (`reshard_plan` on those arguments, median of 5 passes: the search and its wire bytes; a
+plan's steps are made only when read, for the few reshardings a partition keeps, and are
+counted in the cold ms, not here).
 
 Run: .venv/bin/python benchmarks/reshard_plans.py [llama llama_kh mixtral gpt_neox]
 """
