@@ -10,7 +10,9 @@ plans are only costed: a plan's steps are made when first asked for, its bytes s
 search. The references are the search run to its end (`full_search` below: Dijkstra with no
 early return, as the planner was) and its steps' collectives; for `missing`, the device
 slices of the two shardings; for `floor` and `hopeless`, the cheapest plans found by relaxing
-every move (test_reshard_shortcuts.cheapest_costs). A collective-permute's rounds are known
+every move (test_reshard_shortcuts.cheapest_costs). A permute to a state the search reached
+already at no more than any move from the popped state costs is not made (Mover.permutes'
+`reached`): the full search makes every move. A collective-permute's rounds are known
 without pairing devices where every dim nests and some device sends (Mover.rounds): checked
 against the pairing (permute_rounds).
 """

@@ -58,7 +58,8 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
             continue
         if found is not None and mover.hopeless(state, cost[0], found[0][0]):
             continue  # no way on from here costs as little as the way found
-        for move in mover.moves(state):
+        # a state reached already at no more than `least` is a state no move from here betters
+        for move in mover.moves(state, lambda new, least=least: best.get(new, _NEVER) <= least):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
             if c < best.get(move.new, _NEVER):
                 best[move.new], way = c, (*path, (state, move))

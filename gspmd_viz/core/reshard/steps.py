@@ -180,12 +180,14 @@ class Mover:
                     operand = self.padded(spec, new_spec, e, axes)
                     yield _Move("all-to-all", axes, (e, d), (new_spec, unreduced), operand)
 
-    def permutes(self, state):
+    def permutes(self, state, reached=None):
         """Straight to dst when every dst shard lies inside one src shard: the holder slices it
         out and sends it (same tiling in another device order has nothing to slice). Or, on the
         way, reorder each dim's axes so those dst keeps there come first, or put dst's axes
         first and the src axes it drops after them (`_goal_major`): then only the minor axes
-        need gathering (# XLA: reshard by collective-permute before an all-gather)."""
+        need gathering (# XLA: reshard by collective-permute before an all-gather). A target
+        state `reached(state)` says no move can reach more cheaply is passed over unpriced
+        (its rounds would need devices paired: `rounds`)."""
         spec, unreduced = state
         if unreduced or self.dst_unreduced:
             return
@@ -193,9 +195,11 @@ class Mover:
         targets = (goal, _dst_major(spec, goal), _goal_major(spec, goal))
         targets += (self.relabel(spec, goal), self.on_data(spec))
         for target in dict.fromkeys(targets):
+            if target == spec or (reached is not None and reached((target, frozenset()))):
+                continue
             # a target every device holds already yields nothing (`_permute`): skip it early;
             # `inside` first: most targets fail it, at once where a shard of theirs is larger
-            if target != spec and self.inside(spec, target) and not self.holds_own(spec, target):
+            if self.inside(spec, target) and not self.holds_own(spec, target):
                 yield from self._permute(spec, target)
 
     def _permute(self, spec, target):
@@ -375,16 +379,18 @@ class Mover:
             kept *= max(0, min(end, held_start + held) - max(start, held_start))
         return wanted - kept
 
-    def moves(self, state):
+    def moves(self, state, reached=None):
         """Every move from state, kind by kind in this order (of equal-cost ways the search
-        keeps the first); each kind's moves are made only when the ones before are used up."""
+        keeps the first); each kind's moves are made only when the ones before are used up.
+        `reached(new)`: is new reached already at a cost no move from state goes below? Then
+        a permute to it is not made (the search would not keep it)."""
         return itertools.chain(
             self.slices(state),
             self.reduce_scatters(state),
             self.all_reduces(state),
             self.all_to_alls(state),
             self.all_gathers(state),
-            self.permutes(state),
+            self.permutes(state, reached),
         )
 
 
