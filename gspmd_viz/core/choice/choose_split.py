@@ -317,11 +317,11 @@ class EquationSplit:
             if not self.halo_operands
             else self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         )
-        fetched = {  # an operand read twice (concatenate([h, h])) is fetched once
+        fetched = dict.fromkeys(  # in operand order; one read twice (concatenate([h, h])) once
             (v, target)
             for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)
             if isinstance(v, Value)
-        }
+        )
         for v, target in fetched:
             total += costs.fetch_cost(v, target)
             if above is not None and total > above:  # the other fetches need no plan
