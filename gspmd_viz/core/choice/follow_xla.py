@@ -56,12 +56,14 @@ def _as_largest(q: EquationSplit, prop, settled: FactorAxes) -> FactorAxes:
     245 when only the operands splitting a factor were weighed and 251 when only those
     holding it were.)"""
     fa, used = dict(settled), {a for axes in settled.values() for a in axes}
-    for f in (f for f in range(len(q.rule.factors)) if f not in fa):
-        splits = [  # (elements, axes) of each operand; () where it does not split f
-            (math.prod(v.shape), q.from_tensor(t, prop.sharding(v)).get(f, ()))
-            for v, t in zip(q.eqn.inputs, q.rule.operands, strict=True)
-            if isinstance(v, Value)
-        ]
+    unsettled = [f for f in range(len(q.rule.factors)) if f not in fa]
+    operands = [  # (elements, factor -> axes) of each operand, read once for every factor
+        (math.prod(v.shape), q.from_tensor(t, prop.sharding(v)))
+        for v, t in zip(q.eqn.inputs, q.rule.operands, strict=True)
+        if isinstance(v, Value) and unsettled
+    ]
+    for f in unsettled:
+        splits = [(n, split.get(f, ())) for n, split in operands]  # () where f is not split
         if len({axes for _, axes in splits}) < 2:
             continue
         axes = max(splits)[1]

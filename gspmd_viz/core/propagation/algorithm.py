@@ -83,6 +83,21 @@ def _source(held, f: int, axes) -> tuple[int, object]:
     return found
 
 
+def _places(eqn, rule) -> list[tuple]:
+    """Per operand then result of the equation that is a value: (its index among the operands
+    or results, its factors, whether it is a result, the factors it has, its size)."""
+    places = []
+    for values, factor_lists, result in (
+        (eqn.inputs, rule.operands, False),
+        (eqn.outputs, rule.results, True),
+    ):
+        for n, (v, factors) in enumerate(zip(values, factor_lists, strict=True)):
+            if isinstance(v, Value):
+                mine = frozenset(sum(factors, ()))
+                places.append((n, factors, result, mine, math.prod(v.shape)))
+    return places
+
+
 class _Tensor:
     """One operand or result of an equation, as the propagation sees it: `slot`, its value's
     place in Propagator.specs; `opened`, the dims propagation may refine; `closed`, fixed
@@ -91,10 +106,9 @@ class _Tensor:
     __slots__ = ("value", "slot", "factors", "is_result", "size", "mine", "opened", "closed")
     __slots__ += ("read_from", "held")
 
-    def __init__(self, value, factors, is_result, slot, opened, fixed):
-        self.value, self.factors, self.is_result, self.slot = value, factors, is_result, slot
-        self.mine = frozenset(sum(factors, ()))  # the factors it has
-        self.size = math.prod(value.shape)
+    def __init__(self, value, place, slot, opened, fixed):
+        self.value, self.slot = value, slot
+        _, self.factors, self.is_result, self.mine, self.size = place  # (_places)
         self.opened, self.closed = opened, fixed and not opened
         self.read_from = self.held = None  # the spec `held` was read off (Propagator.held_now)
 
@@ -111,6 +125,7 @@ class Propagator:
         self.pinned = {self.slot[v.id] for v in self.fixed}  # the slots of fixed values
         eqns = program.equations
         self.rules = program_rules(program)
+        self.places: dict[int, list[tuple]] = {}  # id(rule) -> its tensors' places (_places)
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.kinds = self._kinds()
         self.categories, self.narrow = self._categories()
@@ -126,16 +141,15 @@ class Propagator:
         """Its operands and results that are values. Propagation may refine every dim of an
         unannotated value, and the dims an annotation leaves open (P.UNCONSTRAINED, the dim
         jax.vmap adds)."""
-        tensors, slot, pinned = [], self.slot, self.pinned
-        for values, factor_lists, result in (
-            (eqn.inputs, rule.operands, False),
-            (eqn.outputs, rule.results, True),
-        ):
-            for v, factors in zip(values, factor_lists, strict=True):
-                if isinstance(v, Value):
-                    k = slot[v.id]
-                    opened = self.program.open_dims.get(v, ()) if k in pinned else range(v.ndim)
-                    tensors.append(_Tensor(v, factors, result, k, opened, k in pinned))
+        places = self.places.get(id(rule))  # one rule object: twins (program_rules), whose
+        if places is None:  # operands are values or literals alike, of one shape each
+            places = self.places[id(rule)] = _places(eqn, rule)
+        tensors, slot, pinned, values = [], self.slot, self.pinned, (eqn.inputs, eqn.outputs)
+        for place in places:
+            v = values[place[2]][place[0]]
+            k = slot[v.id]
+            opened = self.program.open_dims.get(v, ()) if k in pinned else range(v.ndim)
+            tensors.append(_Tensor(v, place, k, opened, k in pinned))
         return tensors
 
     def _shards(self, axes) -> int:
@@ -148,14 +162,20 @@ class Propagator:
         numbers: dict[tuple, int] = {}
         kinds = []
         rules: dict[FactorRule, int] = {}  # a number per rule, equal rules one number
-        by_object: dict[int, int] = {}  # id(rule) -> its number: a rule object is hashed
+        shapes: dict[tuple, int] = {}  # a number per tensors' (factors, side, size)
+        by_object: dict[int, tuple] = {}  # id(rule) -> its numbers: a rule object is hashed
         for rule, ts in zip(self.rules, self.tensors, strict=True):  # once (program_rules
-            number = by_object.get(id(rule))  # gives equations of a kind one object)
-            if number is None:
-                number = by_object[id(rule)] = rules.setdefault(rule, len(rules))
+            numbers_of_rule = by_object.get(id(rule))  # gives equations of a kind one object,
+            if numbers_of_rule is None:  # whose tensors share factors, sides and sizes)
+                shape = tuple([(t.factors, t.is_result, t.size) for t in ts])
+                numbers_of_rule = (
+                    rules.setdefault(rule, len(rules)),
+                    shapes.setdefault(shape, len(shapes)),
+                )
+                by_object[id(rule)] = numbers_of_rule
             slots = [t.slot for t in ts]
-            shape = tuple([(t.factors, t.is_result, t.size, t.closed, t.opened) for t in ts])
-            key = (number, shape, tuple([slots.index(k) for k in slots]))
+            opened = tuple([(t.closed, t.opened) for t in ts])
+            key = (numbers_of_rule, opened, tuple([slots.index(k) for k in slots]))
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
 
