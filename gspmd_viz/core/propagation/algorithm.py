@@ -125,7 +125,7 @@ class Propagator:
         self.pinned = {self.slot[v.id] for v in self.fixed}  # the slots of fixed values
         eqns = program.equations
         self.rules = program_rules(program)
-        self.places: dict[int, list[tuple]] = {}  # id(rule) -> its tensors' places (_places)
+        self.places: dict[tuple, list] = {}  # (id(rule), kind) -> its tensors' places (_places)
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
         self.kinds = self._kinds()
         self.categories, self.narrow = self._categories()
@@ -141,9 +141,12 @@ class Propagator:
         """Its operands and results that are values. Propagation may refine every dim of an
         unannotated value, and the dims an annotation leaves open (P.UNCONSTRAINED, the dim
         jax.vmap adds)."""
-        places = self.places.get(id(rule))  # one rule object: twins (program_rules), whose
-        if places is None:  # operands are values or literals alike, of one shape each
-            places = self.places[id(rule)] = _places(eqn, rule)
+        # twins share one rule object (program_rules) and have values or literals alike, of
+        # one shape each; keyed by the kind too, so a rule object two kinds shared is safe
+        key = (id(rule), self.program.kinds[eqn])
+        places = self.places.get(key)
+        if places is None:
+            places = self.places[key] = _places(eqn, rule)
         tensors, slot, pinned, values = [], self.slot, self.pinned, (eqn.inputs, eqn.outputs)
         for place in places:
             v = values[place[2]][place[0]]
@@ -163,16 +166,21 @@ class Propagator:
         kinds = []
         rules: dict[FactorRule, int] = {}  # a number per rule, equal rules one number
         shapes: dict[tuple, int] = {}  # a number per tensors' (factors, side, size)
-        by_object: dict[int, tuple] = {}  # id(rule) -> its numbers: a rule object is hashed
-        for rule, ts in zip(self.rules, self.tensors, strict=True):  # once (program_rules
-            numbers_of_rule = by_object.get(id(rule))  # gives equations of a kind one object,
-            if numbers_of_rule is None:  # whose tensors share factors, sides and sizes)
+        # (id(rule), equation kind) -> its numbers, so each rule object is hashed once
+        # (program_rules gives the equations of a kind one rule, and their tensors share
+        # factors, sides and sizes)
+        by_object: dict[tuple, tuple] = {}
+        eqns, program_kinds = self.program.equations, self.program.kinds
+        for e, rule, ts in zip(eqns, self.rules, self.tensors, strict=True):
+            mine = (id(rule), program_kinds[e])
+            numbers_of_rule = by_object.get(mine)
+            if numbers_of_rule is None:
                 shape = tuple([(t.factors, t.is_result, t.size) for t in ts])
                 numbers_of_rule = (
                     rules.setdefault(rule, len(rules)),
                     shapes.setdefault(shape, len(shapes)),
                 )
-                by_object[id(rule)] = numbers_of_rule
+                by_object[mine] = numbers_of_rule
             slots = [t.slot for t in ts]
             opened = tuple([(t.closed, t.opened) for t in ts])
             key = (numbers_of_rule, opened, tuple([slots.index(k) for k in slots]))
