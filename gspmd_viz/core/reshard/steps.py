@@ -59,7 +59,7 @@ class Mover:
         self._locals: dict = {}
         self._shardings: dict = {}
         self._growths: dict = {}
-        self._unasked, self._least = None, 0.0  # at_floor's devices left, bytes so far
+        self._unasked, self._least = None, 0.0  # at_floor's bytes not yet read, most so far
         self._devices = None  # _asked's, once asked
 
     def sharding(self, state) -> Sharding:
@@ -313,37 +313,38 @@ class Mover:
 
     def floor(self, start) -> tuple:
         """A lower bound on the (wire bytes, collectives, steps) of every plan from start (not
-        the goal). Where no sums are pending, a device must receive the data of its goal shard
-        it does not hold (`missing`), and no step sends a device less than it receives. Bytes
-        are bounded only where every cost is exact (`_exact`): a tie could otherwise round
-        either way."""
-        least = max([0, *(self.missing(start[0], axis) for axis in self._asked(start))])
-        return (float(self.dtype.itemsize * least), int(least > 0), 1)
+        the goal): the most some device must receive (`must_receive`)."""
+        least = max([0.0, *self.must_receive(start)])
+        return (least, int(least > 0), 1)
 
     def at_floor(self, start, cost) -> bool:
         """cost <= floor(start), the devices asked one by one until that is known."""
         if self._unasked is None:
-            self._unasked, self._least = iter(self._asked(start)), 0.0
+            self._unasked, self._least = self.must_receive(start), 0.0
         while cost > (self._least, int(self._least > 0), 1):
-            axis = next(self._unasked, False)
-            if axis is False:
+            received = next(self._unasked, None)
+            if received is None:
                 return False
-            missing = float(self.dtype.itemsize * self.missing(start[0], axis))
-            self._least = max(self._least, missing)
+            self._least = max(self._least, received)
         return True
 
     def hopeless(self, state, spent: float, budget: float) -> bool:
         """Does every way on from state (`spent` bytes spent on the way to it) cost more than
-        `budget` wire bytes? Some device must receive more than that (`missing`; asked as
-        `floor` asks, where no sums are pending and costs are exact)."""
+        `budget` wire bytes? Some device must receive more than that (`must_receive`)."""
+        return any(spent + received > budget for received in self.must_receive(state))
+
+    def must_receive(self, state):
+        """Bytes that devices of `_asked` must each receive on every way from state to the
+        goal, device by device: the data of its goal shard it does not hold (`missing`). No
+        step sends a device less than it receives, so each bounds a way's wire bytes. Asked
+        only where no sums are pending and every cost is exact (`_exact`): a tie could
+        otherwise round either way."""
         itemsize = self.dtype.itemsize
-        return any(
-            spent + itemsize * self.missing(state[0], a) > budget for a in self._asked(state)
-        )
+        return (float(itemsize * self.missing(state[0], a)) for a in self._asked(state))
 
     def _asked(self, state) -> list:
-        """The devices `floor` and `hopeless` ask (`missing`): none where sums are pending or
-        costs round."""
+        """The devices `must_receive` asks (`missing`): none where sums are pending or costs
+        round."""
         if state[1]:
             return []
         if self._devices is None:  # the same for every state without pending sums
