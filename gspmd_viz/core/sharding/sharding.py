@@ -227,10 +227,7 @@ class Sharding:
 
     def shard_bytes(self, shape: Sequence[int], dtype) -> int:
         """Bytes of one padded local shard (what each device allocates)."""
-        try:
-            return _shard_bytes(self, shape, dtype)
-        except TypeError:  # a shape (or dtype) that does not hash: worked out here
-            return as_dtype(dtype).itemsize * math.prod(self.shard_shape(shape))
+        return _shard_bytes(self, tuple(shape), dtype)  # a list shape too (lru keys hash)
 
     def replica_groups(self) -> list[list[int]]:
         """Groups of devices holding the same data (one group per shard), sorted."""
