@@ -81,26 +81,37 @@ def _at(values: list, ref):
 
 
 class Versions(dict):
-    """value -> [(sharding, buffer name)]: every copy of each value made so far. While `reads`
-    is a set, every value looked up is added to it: what a choice read of the pass's state."""
+    """value -> [(sharding, buffer name)]: every copy of each value made so far. Looked up as
+    a plain dict (every pass reads it at every operand), but while a choice is made
+    (`reading`): then every value looked up is added to `reads`, what the choice read."""
 
     reads: set | None = None
 
-    def __getitem__(self, v):
-        if self.reads is not None:
-            self.reads.add(v)
-        return super().__getitem__(v)
+    def reading(self) -> None:
+        """Start noting the values looked up (`read` ends it and returns them)."""
+        self.reads, self.__class__ = set(), _ReadVersions
 
-    def __contains__(self, v) -> bool:
-        if self.reads is not None:
-            self.reads.add(v)
-        return super().__contains__(v)
+    def read(self) -> tuple:
+        """The values looked up since `reading`; plain lookups again."""
+        found, self.reads, self.__class__ = tuple(self.reads), None, Versions
+        return found
 
     def layouts(self, v) -> tuple | None:
         """The layouts (spec, pending sums) v exists in, in order; None before it is made."""
-        if not super().__contains__(v):
-            return None
-        return tuple((s.spec, s.unreduced) for s, _ in super().__getitem__(v))
+        held = dict.get(self, v)
+        return None if held is None else tuple([(s.spec, s.unreduced) for s, _ in held])
+
+
+class _ReadVersions(Versions):
+    """Versions while a choice is made: each value looked up is noted in `reads`."""
+
+    def __getitem__(self, v):
+        self.reads.add(v)
+        return dict.__getitem__(self, v)
+
+    def __contains__(self, v) -> bool:
+        self.reads.add(v)
+        return dict.__contains__(self, v)
 
 
 @dataclasses.dataclass
@@ -366,9 +377,9 @@ class Partitioner:
                     if ranked is not None:
                         ranked.update(ranks)
                     return splits[k], dict(fa), shared
-        self.versions.reads = set()
+        self.versions.reading()
         q, fa, shared = choose(splits, self, plans, ranked)
-        read, self.versions.reads = tuple(self.versions.reads), None
+        read = self.versions.read()
         places = twins.placed(values, read)  # a read value without a place: this equation's
         reads = tuple(zip(places or read, map(self.versions.layouts, read), strict=True))
         ranks = None if ranked is None else dict(ranked)
