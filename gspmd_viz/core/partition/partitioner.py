@@ -445,7 +445,8 @@ class Partitioner:
         ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
         local = local_ops.local_compute(q, (), ops, results, masks)
-        return ops, results, dataclasses.replace(local, flops=compute_flops(local))
+        object.__setattr__(local, "flops", compute_flops(local))  # a frozen op no one holds
+        return ops, results, local  # yet: set in place (dataclasses.replace copies it slowly)
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`
