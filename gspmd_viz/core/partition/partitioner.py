@@ -224,7 +224,10 @@ class Partitioner:
     def per_trip(self, v: Value, version: tuple[Sharding, str], target: Sharding) -> float:
         """Bytes to reshard one version of v, per trip of the loop being partitioned: a loop
         constant's reshard runs once, before the loop (control_flow.hoisted); priced so unless
-        `every_trip`."""
+        `every_trip`. A version held in `target` itself (the splits keep one Sharding object per
+        layout: EquationSplit.sharding) costs nothing, without asking the planner."""
+        if version[0] is target:  # reshard_plan's plan of no steps: 0.0 bytes
+            return 0.0
         cost = cached_plan(version[0], target, v.shape, v.dtype).wire_bytes
         if (
             cost
@@ -244,6 +247,8 @@ class Partitioner:
         if len(versions) > 1:
             versions = [min(versions, key=lambda version: self.per_trip(v, version, target))]
         src, name = versions[0]
+        if src is target:  # held as asked (one object per layout: per_trip): no plan asked
+            return name
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name
