@@ -411,14 +411,13 @@ class Partitioner:
             compute = dataclasses.replace(compute, params=params, local_op=local_op)
             if windowed_ops.returns_halo(eqn.eqn):  # the op goes in now; its return comes last
                 compute = self.return_halo(eqn, compute, splits, results[0])
-        red = q.reduction_axes(fa)
-        partial = q.combine in RIGHT_AWAY and red
-        if partial:  # its results hold partial maxima (minima) until the Combine below
+        red = q.combine in RIGHT_AWAY and q.reduction_axes(fa)  # (a sum stays pending)
+        if red:  # its results hold partial maxima (minima) until the Combine below
             compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
-        if partial:
+        if red:
             self.combine(eqn, results[0], q.combine, red, (ins[0], op_shardings[0]))
 
     def applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
