@@ -103,14 +103,17 @@ class Versions(dict):
 
 
 class _ReadVersions(Versions):
-    """Versions while a choice is made: each value looked up is noted in `reads`."""
+    """Versions while a choice is made: each value looked up is noted in `reads` while that
+    is a set (a caller may set it to None for a while: a look that is not the choice's)."""
 
     def __getitem__(self, v):
-        self.reads.add(v)
+        if self.reads is not None:
+            self.reads.add(v)
         return dict.__getitem__(self, v)
 
     def __contains__(self, v) -> bool:
-        self.reads.add(v)
+        if self.reads is not None:
+            self.reads.add(v)
         return dict.__contains__(self, v)
 
 
