@@ -81,26 +81,40 @@ def _at(values: list, ref):
 
 
 class Versions(dict):
-    """value -> [(sharding, buffer name)]: every copy of each value made so far. While `reads`
-    is a set, every value looked up is added to it: what a choice read of the pass's state."""
+    """value -> [(sharding, buffer name)]: every copy of each value made so far. Looked up as
+    a plain dict (every pass reads it at every operand), but while a choice is made
+    (`reading`): then every value looked up is added to `reads`, what the choice read."""
 
     reads: set | None = None
+
+    def reading(self) -> None:
+        """Start noting the values looked up (`read` ends it and returns them)."""
+        self.reads, self.__class__ = set(), _ReadVersions
+
+    def read(self) -> tuple:
+        """The values looked up since `reading`; plain lookups again."""
+        found, self.reads, self.__class__ = tuple(self.reads), None, Versions
+        return found
+
+    def layouts(self, v) -> tuple | None:
+        """The layouts (spec, pending sums) v exists in, in order; None before it is made."""
+        held = dict.get(self, v)
+        return None if held is None else tuple([(s.spec, s.unreduced) for s, _ in held])
+
+
+class _ReadVersions(Versions):
+    """Versions while a choice is made: each value looked up is noted in `reads` while that
+    is a set (a caller may set it to None for a while: a look that is not the choice's)."""
 
     def __getitem__(self, v):
         if self.reads is not None:
             self.reads.add(v)
-        return super().__getitem__(v)
+        return dict.__getitem__(self, v)
 
     def __contains__(self, v) -> bool:
         if self.reads is not None:
             self.reads.add(v)
-        return super().__contains__(v)
-
-    def layouts(self, v) -> tuple | None:
-        """The layouts (spec, pending sums) v exists in, in order; None before it is made."""
-        if not super().__contains__(v):
-            return None
-        return tuple((s.spec, s.unreduced) for s, _ in super().__getitem__(v))
+        return dict.__contains__(self, v)
 
 
 @dataclasses.dataclass
@@ -213,7 +227,10 @@ class Partitioner:
     def per_trip(self, v: Value, version: tuple[Sharding, str], target: Sharding) -> float:
         """Bytes to reshard one version of v, per trip of the loop being partitioned: a loop
         constant's reshard runs once, before the loop (control_flow.hoisted); priced so unless
-        `every_trip`."""
+        `every_trip`. A version held in `target` itself (the splits keep one Sharding object per
+        layout: EquationSplit.sharding) costs nothing, without asking the planner."""
+        if version[0] is target:  # reshard_plan's plan of no steps: 0.0 bytes
+            return 0.0
         cost = cached_plan(version[0], target, v.shape, v.dtype).wire_bytes
         if (
             cost
@@ -233,6 +250,8 @@ class Partitioner:
         if len(versions) > 1:
             versions = [min(versions, key=lambda version: self.per_trip(v, version, target))]
         src, name = versions[0]
+        if src is target:  # held as asked (one object per layout: per_trip): no plan asked
+            return name
         plan = cached_plan(src, target, v.shape, v.dtype)
         if not plan.steps:  # the same data on every device (at most size-1 axes differ)
             return name
@@ -366,9 +385,9 @@ class Partitioner:
                     if ranked is not None:
                         ranked.update(ranks)
                     return splits[k], dict(fa), shared
-        self.versions.reads = set()
+        self.versions.reading()
         q, fa, shared = choose(splits, self, plans, ranked)
-        read, self.versions.reads = tuple(self.versions.reads), None
+        read = self.versions.read()
         places = twins.placed(values, read)  # a read value without a place: this equation's
         reads = tuple(zip(places or read, map(self.versions.layouts, read), strict=True))
         ranks = None if ranked is None else dict(ranked)
@@ -395,14 +414,13 @@ class Partitioner:
             compute = dataclasses.replace(compute, params=params, local_op=local_op)
             if windowed_ops.returns_halo(eqn.eqn):  # the op goes in now; its return comes last
                 compute = self.return_halo(eqn, compute, splits, results[0])
-        red = q.reduction_axes(fa)
-        partial = q.combine in RIGHT_AWAY and red
-        if partial:  # its results hold partial maxima (minima) until the Combine below
+        red = q.combine in RIGHT_AWAY and q.reduction_axes(fa)  # (a sum stays pending)
+        if red:  # its results hold partial maxima (minima) until the Combine below
             compute = dataclasses.replace(compute, partial=f"{{{q.combine} over {','.join(red)}}}")
         self.instructions.append(compute)
         for v, s in zip(eqn.outputs, results, strict=True):
             self.versions[v] = [(s, v.name)]
-        if partial:
+        if red:
             self.combine(eqn, results[0], q.combine, red, (ins[0], op_shardings[0]))
 
     def applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
@@ -434,7 +452,8 @@ class Partitioner:
         ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
         local = local_ops.local_compute(q, (), ops, results, masks)
-        return ops, results, dataclasses.replace(local, flops=compute_flops(local))
+        object.__setattr__(local, "flops", compute_flops(local))  # a frozen op no one holds
+        return ops, results, local  # yet: set in place (dataclasses.replace copies it slowly)
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`
