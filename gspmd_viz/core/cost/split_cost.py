@@ -94,15 +94,19 @@ def twice(q, fa, costs, promise: set[str]) -> int:
     An elementwise op does one FLOP a result, no more than the copy a collective makes of it, so
     repeating it counts for nothing and the bytes decide (a loop's carry plus its update is
     added where the carry lives, not moved to the update's split and gathered back)."""
-    moves_only = q.entry.flops == 0
-    if moves_only and (q.halo or _gathers_anyway(q, costs)):
-        return 1
-    if _elementwise(q):
+    if repeats_nothing(q, costs):
         return 1
     used = {a for axes in fa.values() for a in axes}
-    if moves_only:
+    if q.entry.flops == 0:
         used |= _asked_whole_over(q, costs)
     return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
+
+
+def repeats_nothing(q, costs) -> bool:
+    """Is `twice` 1 for every split of q and whatever the operands promise: an op that only
+    moves data with halos or an operand it must gather anyway, or an elementwise op?"""
+    moves_only = q.entry.flops == 0
+    return (moves_only and (q.halo or _gathers_anyway(q, costs))) or _elementwise(q)
 
 
 def sliced_after(q, fa, costs) -> bool:
