@@ -15,13 +15,14 @@ A conv's rules (halos, or partial sums over taps) are all costed; covering halos
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 from gspmd_viz.core.cost.split_cost import (
+    head_ranker,
     merged,
     promised_by_any,
     rank,
-    rank_head,
     repeats_nothing,
     sliced_after,
     spread,
@@ -434,7 +435,20 @@ def choose(
             ranked[frozen(fa)] = ranks
         return (*ranks, q.covers(fa))
 
-    return _lowest(found, key, lambda q, fa: rank_head(q, fa, costs, promise), ranked is None)
+    return _lowest(found, key, _heads(costs, promise), ranked is None)
+
+
+def _heads(costs: Costs, promise: set[str]) -> Callable:
+    """(split, factor split) -> split_cost.rank_head, each rule's set-up (head_ranker) made
+    once: its candidates share it."""
+    made: dict[EquationSplit, Callable] = {}
+
+    def head(q: EquationSplit, fa: FactorAxes) -> tuple:
+        if q not in made:
+            made[q] = head_ranker(q, costs, promise)
+        return made[q](fa)
+
+    return head
 
 
 def _lowest(found: list, key, head, prune: bool):
