@@ -15,13 +15,15 @@ A conv's rules (halos, or partial sums over taps) are all costed; covering halos
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 from gspmd_viz.core.cost.split_cost import (
+    head_ranker,
     merged,
     promised_by_any,
     rank,
-    rank_head,
+    repeats_nothing,
     sliced_after,
     spread,
     twice,
@@ -410,11 +412,14 @@ def choose(
     would be another; otherwise the same, as the rest come first and win ties).
     `also`: more splits of the first rule to weigh (gather_or_reduce.py's two plans);
     `ranked`, when given, is filled with each first-rule split's rank, keyed by `frozen`."""
-    q0, promise = splits[0], promised_by_any(splits, costs)
+    q0 = splits[0]
     first = q0.sanitize(q0.settled)
     settled_cost = q0.cost(first, costs)
-    free = settled_cost == 0 and not q0.covers(first)
-    if free and twice(q0, first, costs, promise) == 1 and not sliced_after(q0, first, costs):
+    free = settled_cost == 0 and not q0.covers(first) and not sliced_after(q0, first, costs)
+    if free and repeats_nothing(q0, costs):  # done once whatever the operands promise: what
+        return q0, first, False  # they promise is not worked out
+    promise = promised_by_any(splits, costs)
+    if free and twice(q0, first, costs, promise) == 1:
         return q0, first, False
     found = []
     for q in splits:
@@ -430,7 +435,20 @@ def choose(
             ranked[frozen(fa)] = ranks
         return (*ranks, q.covers(fa))
 
-    return _lowest(found, key, lambda q, fa: rank_head(q, fa, costs, promise), ranked is None)
+    return _lowest(found, key, _heads(costs, promise), ranked is None)
+
+
+def _heads(costs: Costs, promise: set[str]) -> Callable:
+    """(split, factor split) -> split_cost.rank_head, each rule's set-up (head_ranker) made
+    once: its candidates share it."""
+    made: dict[EquationSplit, Callable] = {}
+
+    def head(q: EquationSplit, fa: FactorAxes) -> tuple:
+        if q not in made:
+            made[q] = head_ranker(q, costs, promise)
+        return made[q](fa)
+
+    return head
 
 
 def _lowest(found: list, key, head, prune: bool):

@@ -94,15 +94,30 @@ def twice(q, fa, costs, promise: set[str]) -> int:
     An elementwise op does one FLOP a result, no more than the copy a collective makes of it, so
     repeating it counts for nothing and the bytes decide (a loop's carry plus its update is
     added where the carry lives, not moved to the update's split and gathered back)."""
+    return twice_counter(q, costs, promise)(fa)
+
+
+def twice_counter(q, costs, promise: set[str]) -> Callable[[dict], int]:
+    """`twice` of q for any split, with what does not depend on the split (whether q repeats
+    nothing whatever its split, the axes its readers ask for whole, the promised axes' sizes)
+    worked out once: the candidates of one choice share it."""
+    if repeats_nothing(q, costs):
+        return lambda fa: 1
+    whole = _asked_whole_over(q, costs) if q.entry.flops == 0 else set()
+    counted = {a: q.sizes[a] for a in promise - whole if q.sizes[a] > 1}
+
+    def count(fa: dict) -> int:
+        used = {a for axes in fa.values() for a in axes}
+        return math.prod([n for a, n in counted.items() if a not in used])
+
+    return count
+
+
+def repeats_nothing(q, costs) -> bool:
+    """Is `twice` 1 for every split of q and whatever the operands promise: an op that only
+    moves data with halos or an operand it must gather anyway, or an elementwise op?"""
     moves_only = q.entry.flops == 0
-    if moves_only and (q.halo or _gathers_anyway(q, costs)):
-        return 1
-    if _elementwise(q):
-        return 1
-    used = {a for axes in fa.values() for a in axes}
-    if moves_only:
-        used |= _asked_whole_over(q, costs)
-    return math.prod(q.sizes[a] for a in promise - used if q.sizes[a] > 1)
+    return (moves_only and (q.halo or _gathers_anyway(q, costs))) or _elementwise(q)
 
 
 def sliced_after(q, fa, costs) -> bool:
@@ -268,6 +283,17 @@ def rank_head(q, fa, costs, promise: set[str]) -> tuple[tuple[bool, float], int]
     """(rank's first two entries: held bytes over the chip's memory, devices per piece of
     work; the bytes held). They need no wire bytes: a split whose head is above another's
     ranks below it however few bytes it moves, so choose_split need not work those out."""
-    held = local_bytes(q, fa)
-    over = costs.chip is not None and held > costs.chip.hbm_bytes
-    return (over, twice(q, fa, costs, promise) * idle_on_padding(q, fa)), held
+    return head_ranker(q, costs, promise)(fa)
+
+
+def head_ranker(q, costs, promise: set[str]) -> Callable[[dict], tuple]:
+    """rank_head of q for any split, with what does not depend on the split worked out once
+    (`twice_counter`, the chip's memory): the candidates of one choice share it."""
+    count = twice_counter(q, costs, promise)
+    hbm = None if costs.chip is None else costs.chip.hbm_bytes
+
+    def head(fa: dict) -> tuple[tuple[bool, float], int]:
+        held = local_bytes(q, fa)
+        return (hbm is not None and held > hbm, count(fa) * idle_on_padding(q, fa)), held
+
+    return head

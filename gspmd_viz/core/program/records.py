@@ -173,6 +173,8 @@ class Cond:
 
 _ATOMS = frozenset({int, str, type(None)})  # params that are their own key (not a float nor
 # a bool: 1 == 1.0 == True and 0.0 == -0.0 as keys, and a twin's local op is its twin's)
+_NUMBERS = float | bool | np.generic  # made once: `a | b` makes a new union at every call
+_SEQUENCES = list | tuple
 
 
 def equation_key(eqn: Equation) -> tuple:
@@ -199,12 +201,12 @@ def frozen_params(params) -> object:
         return params
     if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
         return ("tuple", params)  # general case's answer, without a call per entry
-    if isinstance(params, float | bool | np.generic):  # told apart by type, and -0.0 by sign
+    if isinstance(params, _NUMBERS):  # told apart by type, and -0.0 by sign
         return (type(params).__name__, repr(params))
     if isinstance(params, dict):  # most values atoms: as they are, without a call each
         items = sorted(params.items())
         return tuple([(k, v if type(v) in _ATOMS else frozen_params(v)) for k, v in items])
-    if isinstance(params, list | tuple):
+    if isinstance(params, _SEQUENCES):
         return (type(params).__name__, tuple(frozen_params(v) for v in params))
     if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
         return ("array", params.shape, params.dtype, params.tobytes())

@@ -92,6 +92,9 @@ class RuleBuilder:
         tensors = [tuple(tuple(d) for d in t) for t in (*operands, *results)]
         order = list(dict.fromkeys(f for t in tensors for d in t for f in d))
         order += [f for f in range(len(self.factors)) if f not in order]
+        if order == list(range(len(order))):  # made in order of appearance (most rules):
+            factors, n = tuple(self.factors), len(operands)  # named so already
+            return FactorRule(factors, tuple(tensors[:n]), tuple(tensors[n:]))
         new = {old: i for i, old in enumerate(order)}
         factors = tuple(
             Factor(_letter(i), self.factors[old].size, self.factors[old].kind)
