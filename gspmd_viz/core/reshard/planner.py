@@ -40,8 +40,10 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
     cost less: a free step to the goal, or one step from the start that no plan goes below
-    (Mover.floor), ends it with the rest of the state's moves not even made; a state every
-    way on from which costs more than the way found is not expanded (Mover.hopeless).
+    (Mover.floor), ends it with the rest of the state's moves not even made; a move to the
+    goal that no other way on from its state goes below (Mover.at_floor_from) ends that
+    state's moves, the search going on; a state every way on from which costs more than the
+    way found is not expanded (Mover.hopeless).
     Returns the way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -68,6 +70,8 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
                     # no other way costs less (and a tie keeps this one)
                     if c <= least or (not path and mover.at_floor(start, c)):
                         return c[0], way
+                    if path and mover.at_floor_from(state, cost, c):
+                        break  # no other way on from state costs less: its other moves unmade
                 heapq.heappush(heap, (c, next(tie), move.new, way))
     if found is None:
         raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work

@@ -335,6 +335,18 @@ class Mover:
             self._least = max(self._least, received)
         return True
 
+    def at_floor_from(self, state, spent, cost) -> bool:
+        """Does no way on from state (not the goal; `spent` to reach it) cost less than
+        `cost`? Each costs at least `spent`, a step, and what some device must receive
+        (`must_receive`): in a collective where that is more than nothing. The devices are
+        asked one by one until that is known (the bound only grows)."""
+        most = 0.0
+        for received in itertools.chain([0.0], self.must_receive(state)):
+            most = max(most, received)
+            if cost <= (spent[0] + most, spent[1] + (most > 0), spent[2] + 1):
+                return True
+        return False
+
     def hopeless(self, state, spent: float, budget: float) -> bool:
         """Does every way on from state (`spent` bytes spent on the way to it) cost more than
         `budget` wire bytes? Some device must receive more than that (`must_receive`)."""
