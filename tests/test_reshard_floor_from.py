@@ -1,6 +1,7 @@
 """The planner stops expanding a state once it finds a move from it to the goal that costs
-no more than any way on from that state can (Mover.at_floor_from: what some device must
-receive, Mover.must_receive); the search then goes on with the other states it reached.
+no more than any way on from that state can, and does not expand a popped state no way on
+from which costs less than the way found (a tie keeps that one): Mover.at_floor_from, from
+what some device must receive (Mover.must_receive).
 
 The reference for the bound: the cheapest way from a state to the goal by relaxing every
 move (test_reshard_shortcuts.cheapest_costs: no search order, no early stop), on hypothesis

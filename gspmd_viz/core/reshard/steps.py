@@ -347,11 +347,6 @@ class Mover:
                 return True
         return False
 
-    def hopeless(self, state, spent: float, budget: float) -> bool:
-        """Does every way on from state (`spent` bytes spent on the way to it) cost more than
-        `budget` wire bytes? Some device must receive more than that (`must_receive`)."""
-        return any(spent + received > budget for received in self.must_receive(state))
-
     def must_receive(self, state):
         """Bytes that devices of `_asked` must each receive on every way from state to the
         goal, device by device: the data of its goal shard it does not hold (`missing`). No
