@@ -40,8 +40,10 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
     cost less: a free step to the goal, or one step from the start that no plan goes below
-    (Mover.floor), ends it with the rest of the state's moves not even made; a state every
-    way on from which costs more than the way found is not expanded (Mover.hopeless).
+    (Mover.floor), ends it with the rest of the state's moves not even made; a move to the
+    goal that no other way on from its state goes below (Mover.at_floor_from) ends that
+    state's moves, the search going on; a state no way on from which costs less than the
+    way found is not expanded (at_floor_from again: a tie keeps the way found).
     Returns the way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -56,8 +58,8 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
             return found[0][0], found[1]
         if best.get(state, cost) < cost:
             continue
-        if found is not None and mover.hopeless(state, cost[0], found[0][0]):
-            continue  # no way on from here costs as little as the way found
+        if found is not None and mover.at_floor_from(state, cost, found[0]):
+            continue  # no way on from here costs less than the way found
         # a state reached already at no more than `least` is a state no move from here betters
         for move in mover.moves(state, lambda new, least=least: best.get(new, _NEVER) <= least):
             c = (cost[0] + mover.cost(move), cost[1] + (move.operand is not None), cost[2] + 1)
@@ -68,10 +70,12 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
                     # no other way costs less (and a tie keeps this one)
                     if c <= least or (not path and mover.at_floor(start, c)):
                         return c[0], way
+                    if path and mover.at_floor_from(state, cost, c):
+                        break  # no other way on from state costs less: its other moves unmade
                 heapq.heappush(heap, (c, next(tie), move.new, way))
     if found is None:
         raise AssertionError(f"no resharding plan from {start} to {goal}")  # gathers always work
-    return found[0][0], found[1]  # the states left were hopeless
+    return found[0][0], found[1]  # no state left leads to a cheaper way
 
 
 # --- public --------------------------------------------------------------------------------

@@ -68,16 +68,19 @@ class Mover:
         return self._shardings[state]
 
     def size(self, axes) -> int:
-        if axes not in self._sizes:
-            self._sizes[axes] = math.prod(self.sizes[a] for a in axes)
-        return self._sizes[axes]
+        size = self._sizes.get(axes)
+        if size is None:
+            size = self._sizes[axes] = math.prod([self.sizes[a] for a in axes])
+        return size
 
     def local(self, spec) -> tuple[int, ...]:
-        if spec not in self._locals:
-            self._locals[spec] = tuple(
-                ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)
-            )
-        return self._locals[spec]
+        local = self._locals.get(spec)
+        if local is None:
+            size = self.size
+            local = self._locals[spec] = tuple(
+                [-(-n // size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
+            )  # ceil_div
+        return local
 
     def growth(self, spec) -> list[tuple[int, tuple[str, ...]]]:
         if spec not in self._growths:
@@ -154,20 +157,21 @@ class Mover:
         """Un-split a dim's minor axes; where most of what a gather would bring is padding,
         sum zero-padded blocks instead (an all-reduce of the gathered size, as XLA does)."""
         spec, unreduced = state
+        local, size = self.local(spec), self.size
         for d, cur in enumerate(spec):
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
-                if self.nests(d, keep, axes):
+                outer, inner = size(keep), size(axes)
+                if _nests(self.shape[d], outer, inner):
                     new = (_set(spec, d, keep), unreduced)
-                    yield _Move("all-gather", axes, (d,), new, self.local(spec))
-                    gathered = ceil_div(self.shape[d], self.size(keep))
-                    if 2 * gathered < self.size(axes) * self.local(spec)[d]:
+                    yield _Move("all-gather", axes, (d,), new, local)
+                    if 2 * ceil_div(self.shape[d], outer) < inner * local[d]:  # gathered size
                         yield _Move("all-reduce", axes, (d,), new, self.local(new[0]))
 
     def all_to_alls(self, state):
         spec, unreduced = state
         growth = dict(self.growth(spec))
-        for d, cur in enumerate(spec):
+        for d, cur in enumerate(spec) if growth else ():
             for k in range(1, len(cur) + 1):
                 keep, axes = cur[: len(cur) - k], cur[len(cur) - k :]
                 for e, extra in growth.items():
@@ -261,6 +265,9 @@ class Mover:
         the dim would bring every block of padding too."""
         out = []
         for n, axes, block in zip(self.shape, spec, self.local(spec), strict=True):
+            if not axes:
+                out.append(axes)
+                continue
             k = 0
             while k < len(axes) and n <= block * self.size(axes[k + 1 :]):
                 k += 1
@@ -328,10 +335,17 @@ class Mover:
             self._least = max(self._least, received)
         return True
 
-    def hopeless(self, state, spent: float, budget: float) -> bool:
-        """Does every way on from state (`spent` bytes spent on the way to it) cost more than
-        `budget` wire bytes? Some device must receive more than that (`must_receive`)."""
-        return any(spent + received > budget for received in self.must_receive(state))
+    def at_floor_from(self, state, spent, cost) -> bool:
+        """Does no way on from state (not the goal; `spent` to reach it) cost less than
+        `cost`? Each costs at least `spent`, a step, and what some device must receive
+        (`must_receive`): in a collective where that is more than nothing. The devices are
+        asked one by one until that is known (the bound only grows)."""
+        most = 0.0
+        for received in itertools.chain([0.0], self.must_receive(state)):
+            most = max(most, received)
+            if cost <= (spent[0] + most, spent[1] + (most > 0), spent[2] + 1):
+                return True
+        return False
 
     def must_receive(self, state):
         """Bytes that devices of `_asked` must each receive on every way from state to the
@@ -368,7 +382,8 @@ class Mover:
         held_sizes, sizes = self.local(spec), self.local(self.dst_axes)
         blocks = zip(self.shape, spec, self.dst_axes, held_sizes, sizes, strict=True)
         for n, have, want, held, size in blocks:
-            start = _unit_index(want, axis, self.sizes) * size
+            # (_unit_index is 0 where axis is not in the dim's axes, None never is)
+            start = _unit_index(want, axis, self.sizes) * size if axis in want else 0
             end = min(n, start + size)
             if start >= end:
                 return 0
@@ -376,7 +391,7 @@ class Mover:
             if have == want:  # the same block: all of it held
                 kept *= end - start
                 continue
-            held_start = _unit_index(have, axis, self.sizes) * held
+            held_start = _unit_index(have, axis, self.sizes) * held if axis in have else 0
             kept *= max(0, min(end, held_start + held) - max(start, held_start))
         return wanted - kept
 
