@@ -3,10 +3,16 @@ whose fetches alone already cost more than the cheapest split so far stops at th
 (EquationSplit.cost with `above`), and handing a result to its only reader skips planning the
 reader's other operands when moving the result to what is asked costs no more than the
 reader's halos and onward moves alone (lookahead.handoff_cost: those fetches only add bytes).
-The references work every fetch out: the plan kept, its per-device program, notes, costs and
-gather-or-reduce records must be the same, on the zoo (with its chip and sharing options), the
-training steps, the keras-hub models and random programs (tests/fuzz_programs.py); and at every
-ask, the bytes must be the reference's (a cut cost: both above `above`)."""
+A candidate's handoffs get the rest of its budget (`past`): a move to what is asked of a value
+(lookahead.asked_cost, for the value and for its reader's results) is not planned once the
+bytes so far and the least it may cost (choose_split.plan_floor) are past the budget.
+The references work every fetch and move out: the plan kept, its per-device program, notes,
+costs and gather-or-reduce records must be the same, on the zoo (with its chip and sharing
+options), the training steps, the keras-hub models and random programs
+(tests/fuzz_programs.py); and at every ask, the bytes must be the reference's (the bytes to
+what is asked worked out afresh, the pass memo's forgotten), or both past the budget (a cut
+cost: both above `above`); what the memo keeps of a handoff must be the whole plan worked out
+afresh (it keeps no cut sum); and every floor must be at most its plan's bytes."""
 
 import pytest
 from fuzz_programs import programs
@@ -28,9 +34,9 @@ def _cost_in_full(self, fa, costs, above=None):
     return _REAL_COST(self, fa, costs)
 
 
-def _handoff_cost_in_full(partitioner, v, local):
+def _handoff_cost_in_full(partitioner, v, local, past=None):
     """The cheaper of moving v to what is asked and its reader taking it as it is, with the
-    reader's other operands always priced."""
+    reader's other operands always priced, and every move, whatever `past` says."""
     asked, reader = lookahead.handoff_plan(partitioner, v, local)
     if reader is None:
         return asked
@@ -39,9 +45,14 @@ def _handoff_cost_in_full(partitioner, v, local):
     return min(asked, halo + fetched + onward)
 
 
+def _asked_cost_in_full(partitioner, v, local, past=None):
+    return _REAL_ASKED(partitioner, v, local)
+
+
 REFERENCES = (
     (choose_split.EquationSplit, "cost", _cost_in_full),
     (lookahead, "handoff_cost", _handoff_cost_in_full),
+    (lookahead, "asked_cost", _asked_cost_in_full),
 )
 
 
@@ -54,6 +65,16 @@ def _unread(partitioner, fn, *args):
         partitioner.versions.reads = reads
 
 
+def _afresh(partitioner, fn, *args):
+    """fn(*args) unread, with the pass memo's asked and handoff bytes forgotten meanwhile."""
+    memo = partitioner.memo
+    kept, (memo.asked, memo.handoffs) = (memo.asked, memo.handoffs), ({}, {})
+    try:
+        return _unread(partitioner, fn, *args)
+    finally:
+        memo.asked, memo.handoffs = kept
+
+
 def _checked_cost(self, fa, costs, above=None):
     ours = _REAL_COST(self, fa, costs, above)
     full = _unread(costs, _REAL_COST, self, fa, costs)
@@ -61,16 +82,47 @@ def _checked_cost(self, fa, costs, above=None):
     return ours
 
 
-def _checked_handoff(partitioner, v, local):
-    ours = _REAL_HANDOFF(partitioner, v, local)
-    assert ours == _unread(partitioner, _handoff_cost_in_full, partitioner, v, local)
+def _checked_handoff(partitioner, v, local, past=None):
+    ours = _REAL_HANDOFF(partitioner, v, local, past)
+    full = _unread(partitioner, _handoff_cost_in_full, partitioner, v, local)
+    assert ours == full or (past is not None and past(ours) and past(full))
     return ours
 
 
-_REAL_HANDOFF = lookahead.handoff_cost
+def _checked_plan(partitioner, v, local, past=None):
+    """handoff_plan, and what it keeps in the memo the plan worked out afresh for this very
+    sharding (the memo answers for equal shardings too: one may name size-1 axes, and the
+    reader's split follows the names)."""
+    known = partitioner.memo.handoffs
+    new = (v, local) not in known
+    ours = _REAL_PLAN(partitioner, v, local, past)
+    if new and (v, local) in known:
+        fresh = _afresh(partitioner, lookahead._handoff_plan, partitioner, v, local)
+        assert known[v, local] == fresh
+    return ours
+
+
+def _checked_asked(partitioner, v, local, past=None):
+    ours = _REAL_ASKED(partitioner, v, local, past)
+    full = _afresh(partitioner, _REAL_ASKED, partitioner, v, local)
+    assert ours == full or (past is not None and past(ours) and past(full))
+    return ours
+
+
+def _checked_floor(src, dst, shape, dtype):
+    floor = _REAL_FLOOR(src, dst, shape, dtype)
+    assert floor <= choose_split.cached_plan(src, dst, shape, dtype).wire_bytes
+    return floor
+
+
+_REAL_HANDOFF, _REAL_ASKED = lookahead.handoff_cost, lookahead.asked_cost
+_REAL_PLAN, _REAL_FLOOR = lookahead.handoff_plan, lookahead.plan_floor
 CHECKS = (
     (choose_split.EquationSplit, "cost", _checked_cost),
     (lookahead, "handoff_cost", _checked_handoff),
+    (lookahead, "asked_cost", _checked_asked),
+    (lookahead, "handoff_plan", _checked_plan),
+    (lookahead, "plan_floor", _checked_floor),
 )
 
 

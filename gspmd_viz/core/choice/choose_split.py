@@ -33,9 +33,10 @@ from gspmd_viz.core.halo.windowed_ops import halo_operands, split_of, wide_halos
 from gspmd_viz.core.program.trace import Equation, Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.reshard.planner import reshard_plan
+from gspmd_viz.core.reshard.steps import Mover, state_key
 from gspmd_viz.core.rules.factors import FactorRule
 from gspmd_viz.core.rules.registry import entry_for
-from gspmd_viz.core.sharding.sharding import Sharding
+from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
 from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, combine_collectives
 
 
@@ -51,8 +52,9 @@ class Costs(Protocol):
     def wanted(self, v: Value) -> list[Sharding]:
         """The shardings v's consumers will likely ask for."""
 
-    def handoff_cost(self, v: Value, local: Sharding) -> float:
-        """Wire bytes to hand v, split as `local`, to its consumers."""
+    def handoff_cost(self, v: Value, local: Sharding, past: Callable | None = None) -> float:
+        """Wire bytes to hand v, split as `local`, to its consumers; with `past`, bytes for
+        which past(bytes) holds once they are sure to be that many (see handoff_bytes)."""
 
     def exchanged(self, eqn: Equation, k: int, sharding: Sharding, splits) -> bool:
         """Were operand k's halos (in `sharding`, for `splits`) exchanged already?"""
@@ -64,6 +66,18 @@ class Costs(Protocol):
 @functools.lru_cache(maxsize=4096)
 def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
     return reshard_plan(src, dst, shape, dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def plan_floor(src: Sharding, dst: Sharding, shape, dtype) -> float:
+    """Wire bytes no plan from src to dst goes below, without searching for one: the most
+    some device must receive (steps.Mover.must_receive; 0.0 where that is not known: pending
+    sums, or costs that may round)."""
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
+    if start == goal:
+        return 0.0
+    mover = Mover(src.mesh, shape, as_dtype(dtype), "", goal)
+    return max([0.0, *mover.must_receive(start)])
 
 
 # --- choosing the factor split ---------------------------------------------------------------
@@ -328,10 +342,14 @@ class EquationSplit:
             total += costs.fetch_cost(v, target)
             if above is not None and total > above:  # the other fetches need no plan
                 return total
-        return total + self.handoff_bytes(fa, costs.handoff_cost)
+        past = None if above is None else lambda bytes_: total + bytes_ > above
+        return total + self.handoff_bytes(fa, costs.handoff_cost, past)
 
-    def handoff_bytes(self, fa: FactorAxes, handoff) -> float:
-        """Bytes to combine partial results and hand each result on (`handoff(v, local)`)."""
+    def handoff_bytes(self, fa: FactorAxes, handoff, past: Callable | None = None) -> float:
+        """Bytes to combine partial results and hand each result on (`handoff(v, local,
+        past)`). With `past` (bytes -> do they exceed the caller's budget?), the bytes so far
+        once past() holds for them: the rest is not priced (a handoff so told may stop as
+        soon as its own bytes, added to those before it, are past the budget)."""
         total = 0.0
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
@@ -340,10 +358,12 @@ class EquationSplit:
             )
             total += sum(c.wire_bytes for c in combined)
         for j, v in enumerate(self.eqn.outputs):
+            if past is not None and past(total):
+                return total
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
                 local = self.sharding(local.spec)  # combined right away
-            total += handoff(v, local)
+            total += handoff(v, local, past and functools.partial(_past_after, past, total))
         return total
 
     def candidates(self, costs: Costs) -> tuple[list[FactorAxes], int]:
@@ -385,6 +405,11 @@ class EquationSplit:
             for f, axes in moved
             if self.size(kept.get(f, ())) == 1 and self.splittable(f, axes)  # size-1: unsplit
         ]
+
+
+def _past_after(past: Callable, before: float, bytes_: float) -> bool:
+    """past(before + bytes_): a handoff's own bytes against a budget others spent part of."""
+    return past(before + bytes_)
 
 
 def rules_of(eqn: Equation, propagated: FactorRule) -> list[FactorRule]:

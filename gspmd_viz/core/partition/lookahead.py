@@ -4,36 +4,55 @@ A split's cost ends with moving each result to what its consumers will ask for
 (`Partitioner.wanted`: each consumer's likely split). A value read once may instead be taken as
 it is: its reader splits to match and moves its own results on. Where that is cheaper, the
 producer is charged that instead: a rows-split update handed to a scatter-add that sums rows,
-say, costs the [1, d] sum's gather, not the [n, d] operand's.
+say, costs the [1, d] sum's gather, not the [n, d] operand's. A split being costed against a
+cheaper one hands its results on with the rest of its budget: a move that would take them past
+it (by the least it may cost) is not planned.
 # XLA: GSPMD's partitioner reshards an operand to a consumer's sharding only when it must
 """
 
 from __future__ import annotations
 
-from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan
+import functools
+from collections.abc import Callable
+
+from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, plan_floor
 from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.rules.registry import entry_for
 from gspmd_viz.core.sharding.sharding import Sharding
 
 
-def asked_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
+def asked_cost(
+    partitioner: PartitionerState, v: Value, local: Sharding, past: Callable | None = None
+) -> float:
     """Wire bytes to move v from `local` into every sharding its consumers will ask for
-    (what they ask depends on propagation only: the passes' memo keeps the answer)."""
+    (what they ask depends on propagation only: the passes' memo keeps the answer). With
+    `past` (bytes -> past the caller's budget?), a floor past it, once the bytes so far and
+    the least the next move may cost (plan_floor) are: that move is not planned, and the
+    floor not kept (a whole sum is)."""
     known, key = partitioner.memo.asked, (v, local)
     found = known.get(key)
     if found is None:
-        plans = (cached_plan(local, t, v.shape, v.dtype) for t in partitioner.wanted(v))
-        found = known[key] = float(sum(plan.wire_bytes for plan in plans))
+        found = 0.0
+        for t in partitioner.wanted(v):
+            if past is not None and past(floor := found + plan_floor(local, t, v.shape, v.dtype)):
+                return floor
+            found += cached_plan(local, t, v.shape, v.dtype).wire_bytes
+        known[key] = found
     return found
 
 
-def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> float:
+def handoff_cost(
+    partitioner: PartitionerState, v: Value, local: Sharding, past: Callable | None = None
+) -> float:
     """The cheaper of moving v to what is asked and letting v's only reader split as `local`
     implies (its other operands fetched, its results moved to what is asked of them). The
     other operands are priced only where the reader's halos and onward moves alone cost less
-    than what is asked: fetches only add bytes."""
-    asked, reader = handoff_plan(partitioner, v, local)
+    than what is asked: fetches only add bytes. With `past` (bytes -> past the caller's
+    budget?), the moves to what is asked (of v; of the reader's results) are planned only
+    while their way's bytes may stay within the budget (asked_cost): a way cut short is past
+    it, a floor of its bytes, so the answer is either exact or past the budget too."""
+    asked, reader = handoff_plan(partitioner, v, local, past)
     if reader is None:
         return asked
     halo, others, onward = reader
@@ -43,20 +62,34 @@ def handoff_cost(partitioner: PartitionerState, v: Value, local: Sharding) -> fl
     return min(asked, halo + fetched + onward)
 
 
-def handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> tuple:
+def handoff_plan(
+    partitioner: PartitionerState, v: Value, local: Sharding, past: Callable | None = None
+) -> tuple:
     """What handoff_cost weighs that depends on propagation alone (the passes' memo keeps
     it): the bytes to move v to what is asked and, where its only reader may take it as it
     is, (that reader's halo bytes, (operand, sharding) of each other operand it would fetch,
-    the bytes to hand its results on); else None."""
+    the bytes to hand its results on); else None. With `past`, the bytes to what is asked
+    and those handed on are priced until past() holds for them; a plan so cut is not kept."""
     known, key = partitioner.memo.handoffs, (v, local)
     found = known.get(key)
     if found is None:
-        found = known[key] = _handoff_plan(partitioner, v, local)
+        found = _handoff_plan(partitioner, v, local, past)
+        if past is None or _whole(found, past):
+            known[key] = found
     return found
 
 
-def _handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> tuple:
-    asked = asked_cost(partitioner, v, local)
+def _whole(plan: tuple, past: Callable) -> bool:
+    """Was nothing of a handoff plan made under `past` cut short? (A part cut short is past
+    the budget; one that is not past it is whole.)"""
+    asked, reader = plan
+    return not past(asked) and (reader is None or not past(reader[0] + reader[2]))
+
+
+def _handoff_plan(
+    partitioner: PartitionerState, v: Value, local: Sharding, past: Callable | None = None
+) -> tuple:
+    asked = asked_cost(partitioner, v, local, past)
     reader = sole_reader(partitioner, v)
     if reader is None or asked == 0 or local.unreduced:  # partial sums: summed first
         return asked, None
@@ -69,8 +102,10 @@ def _handoff_plan(partitioner: PartitionerState, v: Value, local: Sharding) -> t
         for i, u in enumerate(q.eqn.inputs)
         if isinstance(u, Value) and u is not v
     )
-    onward = q.handoff_bytes(fa, lambda w, s: asked_cost(partitioner, w, s))
-    return asked, (q.halo_bytes(fa), others, onward)
+    halo = q.halo_bytes(fa)
+    onward_past = past and (lambda bytes_: past(halo + bytes_))
+    onward = q.handoff_bytes(fa, functools.partial(asked_cost, partitioner), onward_past)
+    return asked, (halo, others, onward)
 
 
 def sole_reader(partitioner: PartitionerState, v: Value) -> tuple[EquationSplit, int] | None:

@@ -215,9 +215,9 @@ class Partitioner:
             found = self.wanted_by[v] = list(dict.fromkeys(targets))
         return found
 
-    def handoff_cost(self, v: Value, local: Sharding) -> float:
+    def handoff_cost(self, v: Value, local: Sharding, past=None) -> float:
         """Costs.handoff_cost: handing a result on, one reader ahead (lookahead.py)."""
-        return lookahead.handoff_cost(self, v, local)
+        return lookahead.handoff_cost(self, v, local, past)
 
     def fresh(self, base: str) -> str:
         self._count[base] = self._count.get(base, 0) + 1
