@@ -90,15 +90,13 @@ def _checked_handoff(partitioner, v, local, past=None):
 
 
 def _checked_plan(partitioner, v, local, past=None):
-    """handoff_plan, and what it keeps in the memo the plan worked out afresh for this very
-    sharding (the memo answers for equal shardings too: one may name size-1 axes, and the
-    reader's split follows the names)."""
-    known = partitioner.memo.handoffs
-    new = (v, local) not in known
+    """handoff_plan, and what the memo keeps for this very sharding (asked again or not) the
+    plan worked out afresh: a sharding equal to one asked before but naming other size-1
+    axes must not get the other's plan (the reader's split follows the names)."""
     ours = _REAL_PLAN(partitioner, v, local, past)
-    if new and (v, local) in known:
-        fresh = _afresh(partitioner, lookahead._handoff_plan, partitioner, v, local)
-        assert known[v, local] == fresh
+    kept = partitioner.memo.handoffs.get(lookahead.handoff_key(v, local))
+    if kept is not None:
+        assert kept == _afresh(partitioner, lookahead._handoff_plan, partitioner, v, local)
     return ours
 
 

@@ -70,13 +70,19 @@ def handoff_plan(
     is, (that reader's halo bytes, (operand, sharding) of each other operand it would fetch,
     the bytes to hand its results on); else None. With `past`, the bytes to what is asked
     and those handed on are priced until past() holds for them; a plan so cut is not kept."""
-    known, key = partitioner.memo.handoffs, (v, local)
+    known, key = partitioner.memo.handoffs, handoff_key(v, local)
     found = known.get(key)
     if found is None:
         found = _handoff_plan(partitioner, v, local, past)
         if past is None or _whole(found, past):
             known[key] = found
     return found
+
+
+def handoff_key(v: Value, local: Sharding) -> tuple:
+    """handoff_plan's memo key: `local` as written, not only as a layout (Shardings that
+    differ in size-1 mesh axes alone are equal, but the reader's split follows the names)."""
+    return v, local, local.spec, local.unreduced
 
 
 def _whole(plan: tuple, past: Callable) -> bool:

@@ -54,7 +54,7 @@ class PassMemo:
     def __init__(self):
         self.wanted_by: dict[Value, list[Sharding]] = {}
         self.asked: dict[tuple[Value, Sharding], float] = {}
-        self.handoffs: dict[tuple[Value, Sharding], tuple] = {}  # lookahead.handoff_plan
+        self.handoffs: dict[tuple, tuple] = {}  # lookahead.handoff_plan (handoff_key)
         self.splits: dict[Equation, list[EquationSplit]] = {}
         self.choices: dict[Equation | int, list[tuple]] = {}  # (reads, spread, rule, split,
         # shared, the ranks choose filled in or None)
