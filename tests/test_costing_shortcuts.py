@@ -82,11 +82,16 @@ def _checked_cost(self, fa, costs, above=None):
     return ours
 
 
+def _same_or_both_past(ours: float, full: float, past) -> float:
+    """ours, checked: the reference's bytes, or (with a budget `past`) both past it."""
+    assert ours == full or (past is not None and past(ours) and past(full))
+    return ours
+
+
 def _checked_handoff(partitioner, v, local, past=None):
     ours = _REAL_HANDOFF(partitioner, v, local, past)
     full = _unread(partitioner, _handoff_cost_in_full, partitioner, v, local)
-    assert ours == full or (past is not None and past(ours) and past(full))
-    return ours
+    return _same_or_both_past(ours, full, past)
 
 
 def _checked_plan(partitioner, v, local, past=None):
@@ -103,8 +108,7 @@ def _checked_plan(partitioner, v, local, past=None):
 def _checked_asked(partitioner, v, local, past=None):
     ours = _REAL_ASKED(partitioner, v, local, past)
     full = _afresh(partitioner, _REAL_ASKED, partitioner, v, local)
-    assert ours == full or (past is not None and past(ours) and past(full))
-    return ours
+    return _same_or_both_past(ours, full, past)
 
 
 def _checked_floor(src, dst, shape, dtype):
