@@ -144,7 +144,7 @@ def test_missing_counts_what_a_device_lacks_and_no_plan_goes_below_the_floor(cas
         floor, cheapest = mover.floor(start), cheapest_costs(start, mover)[goal]
         assert floor <= cheapest
         for probe in (floor, cheapest, (floor[0], floor[1] + 1, 1), (floor[0] + 1, 1, 1)):
-            assert mover.at_floor(start, probe) == (probe <= floor)
+            assert mover.at_floor_from(start, (0.0, 0, 0), probe) == (probe <= floor)
 
 
 def test_a_gather_whose_bytes_a_device_must_receive_is_final():

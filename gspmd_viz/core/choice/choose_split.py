@@ -32,11 +32,10 @@ from gspmd_viz.core.halo.exchange import SpatialSplit, halo_permutes
 from gspmd_viz.core.halo.windowed_ops import halo_operands, split_of, wide_halos_gather, window_of
 from gspmd_viz.core.program.trace import Equation, Value
 from gspmd_viz.core.propagation.record import FactorAxes
-from gspmd_viz.core.reshard.planner import reshard_plan
-from gspmd_viz.core.reshard.steps import Mover, state_key
+from gspmd_viz.core.reshard.planner import least_wire_bytes, reshard_plan
 from gspmd_viz.core.rules.factors import FactorRule
 from gspmd_viz.core.rules.registry import entry_for
-from gspmd_viz.core.sharding.sharding import Sharding, as_dtype
+from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, combine_collectives
 
 
@@ -70,14 +69,7 @@ def cached_plan(src: Sharding, dst: Sharding, shape, dtype):
 
 @functools.lru_cache(maxsize=4096)
 def plan_floor(src: Sharding, dst: Sharding, shape, dtype) -> float:
-    """Wire bytes no plan from src to dst goes below, without searching for one: the most
-    some device must receive (steps.Mover.must_receive; 0.0 where that is not known: pending
-    sums, or costs that may round)."""
-    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
-    if start == goal:
-        return 0.0
-    mover = Mover(src.mesh, shape, as_dtype(dtype), "", goal)
-    return max([0.0, *mover.must_receive(start)])
+    return least_wire_bytes(src, dst, shape, dtype)
 
 
 # --- choosing the factor split ---------------------------------------------------------------

@@ -40,10 +40,10 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
     """Cheapest path by (wire bytes, collectives, steps): Dijkstra over spec states. Of
     equal-cost ways the first pushed is kept; the search returns as soon as no other way can
     cost less: a free step to the goal, or one step from the start that no plan goes below
-    (Mover.floor), ends it with the rest of the state's moves not even made; a move to the
-    goal that no other way on from its state goes below (Mover.at_floor_from) ends that
-    state's moves, the search going on; a state no way on from which costs less than the
-    way found is not expanded (at_floor_from again: a tie keeps the way found).
+    (Mover.at_floor_from), ends it with the rest of the state's moves not even made; a move
+    to the goal that no other way on from its state goes below ends that state's moves, the
+    search going on; a state no way on from which costs less than the way found is not
+    expanded (at_floor_from again: a tie keeps the way found).
     Returns the way's wire bytes and its (state, move) pairs."""
     heap = [((0.0, 0, 0), 0, start, ())]
     best = {start: (0.0, 0, 0)}
@@ -67,8 +67,8 @@ def _search(start, goal, mover: Mover) -> tuple[float, tuple]:
                 best[move.new], way = c, (*path, (state, move))
                 if move.new == goal:
                     found = (c, way)
-                    # no other way costs less (and a tie keeps this one)
-                    if c <= least or (not path and mover.at_floor(start, c)):
+                    # no other way costs less (a tie keeps this one); from the start: none
+                    if c <= least or (not path and mover.at_floor_from(state, cost, c)):
                         return c[0], way
                     if path and mover.at_floor_from(state, cost, c):
                         break  # no other way on from state costs less: its other moves unmade
@@ -148,6 +148,16 @@ def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: 
     wire_bytes, way = _search(start, goal, Mover(src.mesh, shape, dtype, source, goal))
     steps = functools.partial(_steps, src.mesh, shape, dtype, source, goal, way)
     return ReshardPlan(src, dst, shape, dtype, steps, wire_bytes)
+
+
+def least_wire_bytes(src: Sharding, dst: Sharding, shape, dtype=np.float32) -> float:
+    """Wire bytes no plan from src to dst goes below, known without a search (Mover.floor:
+    the most some device must receive; 0.0 where that is not known: pending sums, or costs
+    that may round)."""
+    start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
+    if start == goal:
+        return 0.0
+    return Mover(src.mesh, shape, as_dtype(dtype), "", goal).floor(start)[0]
 
 
 def _steps(mesh, shape, dtype, source, goal, way) -> list[ReshardStep]:

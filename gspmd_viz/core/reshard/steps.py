@@ -59,7 +59,6 @@ class Mover:
         self._locals: dict = {}
         self._shardings: dict = {}
         self._growths: dict = {}
-        self._unasked, self._least = None, 0.0  # at_floor's bytes not yet read, most so far
         self._devices = None  # _asked's, once asked
 
     def sharding(self, state) -> Sharding:
@@ -76,10 +75,9 @@ class Mover:
     def local(self, spec) -> tuple[int, ...]:
         local = self._locals.get(spec)
         if local is None:
-            size = self.size
             local = self._locals[spec] = tuple(
-                [-(-n // size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
-            )  # ceil_div
+                [ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
+            )
         return local
 
     def growth(self, spec) -> list[tuple[int, tuple[str, ...]]]:
@@ -323,17 +321,6 @@ class Mover:
         the goal): the most some device must receive (`must_receive`)."""
         least = max([0.0, *self.must_receive(start)])
         return (least, int(least > 0), 1)
-
-    def at_floor(self, start, cost) -> bool:
-        """cost <= floor(start), the devices asked one by one until that is known."""
-        if self._unasked is None:
-            self._unasked, self._least = self.must_receive(start), 0.0
-        while cost > (self._least, int(self._least > 0), 1):
-            received = next(self._unasked, None)
-            if received is None:
-                return False
-            self._least = max(self._least, received)
-        return True
 
     def at_floor_from(self, state, spent, cost) -> bool:
         """Does no way on from state (not the goal; `spent` to reach it) cost less than
