@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.rules.registry import point_flops
-from gspmd_viz.core.sharding.sharding import as_dtype
+from gspmd_viz.core.sharding.sharding import as_dtype, ceil_div
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +67,8 @@ def flops(q, fa) -> float:
     point (2 for a multiply-add, 0 for data movement). A whole factor is whole everywhere."""
     if q.entry.identity:
         return 0.0
-    nest, sizes = 1, q.sizes
-    for i, f in enumerate(q.rule.factors):
-        axes = fa.get(i)
-        nest *= -(-f.size // math.prod([sizes[a] for a in axes])) if axes else f.size
-    return float(point_flops(q.eqn) * nest)
+    local = (ceil_div(f.size, q.size(fa.get(i, ()))) for i, f in enumerate(q.rule.factors))
+    return float(point_flops(q.eqn) * math.prod(local))
 
 
 def local_bytes(q, fa) -> int:

@@ -336,12 +336,7 @@ def _local_shape(sharding: Sharding, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Sharding.shard_shape, made once per (layout, shape): the partitioner asks it thousands
     of times per program while costing splits."""
     _check_shape(shape)
-    sharding.check_rank(len(shape))
-    size, spec = sharding.mesh._size_of, sharding.spec
-    return tuple(
-        [-(-n // math.prod([size[a] for a in spec[d]])) if d < len(spec) else n
-         for d, n in enumerate(shape)]
-    )  # fmt: skip
+    return tuple(ceil_div(n, t) for n, t in zip(shape, sharding.tiles(len(shape)), strict=True))
 
 
 @functools.lru_cache(maxsize=1 << 16)
