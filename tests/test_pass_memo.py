@@ -43,8 +43,11 @@ def _unremembered(self, eqn, splits, plans=(), ranked=None):
     return choose(splits, self, plans, ranked)
 
 
-def _every_key(found, key, head, prune):
-    return min(found, key=lambda candidate: key(candidate, None))
+def _every_key(found, key, head, prune, best=None, lowest=None):
+    keyed = [] if best is None else [(lowest, best)]  # weighed first: it wins a tie
+    keyed += [(key(candidate, None), candidate) for candidate in found]
+    lowest, best = min(keyed, key=lambda pair: pair[0])
+    return best, lowest
 
 
 def _follow_split_afresh(self, eqn, q0):

@@ -3,8 +3,10 @@
 Candidates: the split propagation settled on, the split each operand (in every sharding it is
 available in; axes on a dim the equation cannot split moved to one it can) or result implies,
 for a windowed op (concatenate, pad) what its consumers ask for or nothing split (gathering a
-concatenation's operands once beats a halo per operand), pairs of these merged, and with
-`Costs.spread` each with its idle mesh axes sharing the work (split_cost.spread). A candidate is
+concatenation's operands once beats a halo per operand), pairs of these merged; with
+`Costs.spread`, then splits with the mesh axes one leaves idle sharing its work
+(split_cost.spread): of every candidate for a dot or convolution, where the work is, of the
+winner so far for other ops (one FLOP a point at most). A candidate is
 sanitized (only factors that may be split: pass, reductions that combine, lookups, halo-free
 windows; compound dims in contiguous blocks; each mesh axis once) and costed: resharding the
 operands to it, plus moving the results to what their consumers will ask for (or a value's only
@@ -358,9 +360,8 @@ class EquationSplit:
             total += handoff(v, local, past and functools.partial(_past_after, past, total))
         return total
 
-    def candidates(self, costs: Costs) -> tuple[list[FactorAxes], int]:
-        """(the candidate splits, how many of them come first without `Costs.spread`: the
-        rest are those with idle mesh axes sharing the work)."""
+    def candidates(self, costs: Costs) -> list[FactorAxes]:
+        """The candidate splits (the module text's list, none with idle axes sharing work)."""
         rule = self.rule
         found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
@@ -377,10 +378,15 @@ class EquationSplit:
         for more in (lambda _: found, merged):
             for fa in map(self.sanitize, more(unique)):
                 unique += [] if fa in unique else [fa]
-        plain = len(unique)
-        for fa in map(self.sanitize, spread(self, unique) if costs.spread else []):
-            unique += [] if fa in unique else [fa]
-        return unique, plain
+        return unique
+
+    def sharing_idle(self, bases: list[FactorAxes], weighed: list) -> list[FactorAxes]:
+        """Each of `bases` with the mesh axes it leaves idle sharing its work
+        (split_cost.spread), sanitized, each once and none of `weighed` (splits weighed)."""
+        found: list[FactorAxes] = []
+        for fa in map(self.sanitize, spread(self, bases)):
+            found += [] if fa in found or fa in weighed else [fa]
+        return found
 
     def rehomed(self, fa: FactorAxes) -> list[FactorAxes]:
         """fa with the axes this equation cannot split by (an update's rows, say) moved to
@@ -438,11 +444,22 @@ def choose(
     promise = promised_by_any(splits, costs)
     if free and twice(q0, first, costs, promise) == 1:
         return q0, first, False
-    found = []
-    for q in splits:
-        candidates, plain = q.candidates(costs)
-        found += [(q, fa, k >= plain) for k, fa in enumerate(candidates)]
+    candidates = {q: q.candidates(costs) for q in splits}
+    found = [(q, fa, False) for q in splits for fa in candidates[q]]
     found += [(q0, fa, False) for fa in also if not any(q is q0 and fa == g for q, g, _ in found)]
+    key = _keyer(q0, first, settled_cost, costs, promise, ranked)
+    heads, prune = _heads(costs, promise), ranked is None
+    best, lowest = _lowest(found, key, heads, prune)
+    if costs.spread:  # then splits with idle mesh axes sharing the work, weighed after
+        shared = _shared(candidates, found, best)
+        best, lowest = _lowest(shared, key, heads, prune, best, lowest)
+    return best
+
+
+def _keyer(q0: EquationSplit, first, settled_cost: float, costs: Costs, promise, ranked):
+    """choose's key of a (split, factor split, shared) candidate given its rank head and an
+    `above` (see _lowest): rank, then whether it covers a dim with halos; the settled split's
+    wire bytes are known already. Fills `ranked` (if given) with each first-rule rank."""
 
     def key(qfs, head, above=None) -> tuple:
         q, fa, _ = qfs
@@ -452,7 +469,21 @@ def choose(
             ranked[frozen(fa)] = ranks
         return (*ranks, q.covers(fa))
 
-    return _lowest(found, key, _heads(costs, promise), ranked is None)
+    return key
+
+
+def _shared(candidates: dict, found: list, best) -> list:
+    """(split, factor split, True) for the splits that idle mesh axes sharing the work of
+    another make, those not weighed already (`found`): of every candidate of a dot or
+    convolution (two FLOPs a point: nearly all of a model's work, and sharing may slice an
+    operand before it moves, so a candidate that lost may win once shared), of the winner
+    alone (`best`) for other ops, doing one FLOP a point at most."""
+    out = []
+    for q, fas in candidates.items():
+        bases = fas if q.entry.flops > 1 else [best[1]] if best[0] is q else []
+        weighed = [fa for p, fa, _ in found if p is q]
+        out += [(q, fa, True) for fa in q.sharing_idle(bases, weighed)]
+    return out
 
 
 def _heads(costs: Costs, promise: set[str]) -> Callable:
@@ -468,14 +499,14 @@ def _heads(costs: Costs, promise: set[str]) -> Callable:
     return head
 
 
-def _lowest(found: list, key, head, prune: bool):
-    """min(found, key=key), but a candidate whose rank_head is above the lowest key's first
-    entries so far is passed over without working out its key (its wire bytes): it cannot be
-    the lowest; one whose head ties them has its wire bytes worked out only as far as needed
-    to exceed the lowest key's (`key(item, head, above)`: EquationSplit.cost). Not where every
-    key is recorded (`prune` False), nor for a split with halos (costing one notes which halos
-    would not pay: EquationSplit.gathered)."""
-    best, lowest = None, None
+def _lowest(found: list, key, head, prune: bool, best=None, lowest=None) -> tuple:
+    """(item, key) of min(found, key=key), or (`best`, its key `lowest`) when nothing found
+    is lower (a tie keeps the one weighed first); but a candidate whose rank_head is above the
+    lowest key's first entries so far is passed over without working out its key (its wire
+    bytes): it cannot be the lowest; one whose head ties them has its wire bytes worked out
+    only as far as needed to exceed the lowest key's (`key(item, head, above)`:
+    EquationSplit.cost). Not where every key is recorded (`prune` False), nor for a split
+    with halos (costing one notes which halos would not pay: EquationSplit.gathered)."""
     for item in found:
         q, fa, _ = item
         first = head(q, fa)
@@ -485,4 +516,4 @@ def _lowest(found: list, key, head, prune: bool):
         k = key(item, first, lowest[2] if cut and first[0] == lowest[:2] else None)
         if lowest is None or k < lowest:
             best, lowest = item, k
-    return best
+    return best, lowest
