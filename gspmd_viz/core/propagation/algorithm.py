@@ -267,13 +267,19 @@ class Propagator:
         nothing: it is left out."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.held_now(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
-        claims, elementwise = [], self.categories[i] == "pass-through"
-        for f, factor in enumerate(rule.factors):
+        given: dict[int, list] = {}  # factor -> the axes the tensors give it, where not ()
+        for _, h in held:
+            for f, axes in h.items():
+                if axes:
+                    given.setdefault(f, []).append(axes)
+        claims, elementwise, factors = [], self.categories[i] == "pass-through", rule.factors
+        for f in sorted(given):  # factor order: conflicts are noted in it
             # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
-            if factor.kind == "need_replication" or (pass_only and factor.kind != "pass"):
+            kind = factors[f].kind
+            if kind == "need_replication" or (pass_only and kind != "pass"):
                 continue
-            cands = [h[f] for _, h in held if f in h]
-            axes = self.merge(eqn, rule, f, cands) if any(cands) else ()
+            cands = given[f]  # one tensor giving axes: they are what all agree on
+            axes = cands[0] if len(cands) == 1 else self.merge(eqn, rule, f, cands)
             if axes:
                 (k, src), most = _source(held, f, axes), -self._shards(axes) if elementwise else 0
                 if split:  # minus the axes other factors hold in a tensor that has f too
