@@ -334,24 +334,28 @@ class Propagator:
                 return False
         return True
 
-    def how(self, i: int, priority: int) -> tuple:
-        """What a visit of equation i at `priority` does, as far as it differs between
-        priorities: the directions it writes, whether only pass factors carry axes (moot when
-        the rule has only those), the tensors it does not read, whether narrow operands wait."""
-        kind = self.categories[i]
+    def how(self, kind: str, narrow: frozenset, priority: int) -> tuple:
+        """What a visit at `priority` of an equation of category `kind` with `narrow`
+        operands does, as far as it differs between priorities: the directions it writes,
+        whether only pass factors carry axes (moot when the rule has only those), the tensors
+        it does not read, whether narrow operands wait."""
         ways = tuple(d for d in ("forward", "backward") if eligible(kind, priority, d))
-        narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
+        # narrow operands give axes at priority 3 only, take them from 1 (a broadcast)
         skip = narrow if priority < BROADCAST_FORWARD else frozenset()
         pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
         return ways, pass_only, skip, bool(narrow) and priority == 0
 
     def hows_at(self, priority: int) -> list[tuple]:
-        """Per equation, what a visit at `priority` does (`how`), worked out once per kind."""
-        found: dict[int, tuple] = {}
-        for i, kind in enumerate(self.kinds):
-            if kind not in found:
-                found[kind] = self.how(i, priority)
-        return [found[kind] for kind in self.kinds]
+        """Per equation, what a visit at `priority` does (`how`), worked out once per
+        category and narrow operands (all it reads)."""
+        found: dict[tuple, tuple] = {}
+        hows = []
+        for key in zip(self.categories, self.narrow, strict=True):
+            how = found.get(key)
+            if how is None:
+                how = found[key] = self.how(*key, priority)
+            hows.append(how)
+        return hows
 
     def visit(self, i: int, priority: int, how: tuple) -> list[int]:
         """Equation i's factors written back to its results, then its operands (in the
