@@ -396,17 +396,19 @@ class Propagator:
         tensors)."""
         ways, pass_only, skip, narrow_waits = how
         wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
-        writes, place = [], {id(t): k for k, t in enumerate(self.tensors[i])}
+        tensors, rule, writes = self.tensors[i], self.rules[i], []
+        waiting = self.narrow[i] if narrow_waits else ()  # a broadcast's operand takes from 1
         for direction in ways:
-            for k, t in enumerate(self.tensors[i]):
-                waits = k in self.narrow[i] and narrow_waits  # a broadcast's operand takes from 1
-                if t.is_result == (direction == "forward") and not (t.closed or waits):
-                    new, factors, sources = self.proposal(t, self.rules[i], wanted)
-                    if new != self.specs[t.slot]:
-                        why = (factors, [s.value for s in sources])
-                        self.write((priority, i, direction), t, new, why)
-                        sources = tuple(place[id(s)] for s in sources)
-                        writes.append((direction, k, new, tuple(factors), sources))
+            forward = direction == "forward"
+            for k, t in enumerate(tensors):
+                if t.is_result != forward or t.closed or k in waiting:
+                    continue
+                new, factors, sources = self.proposal(t, rule, wanted)
+                if new != self.specs[t.slot]:
+                    why = (factors, [s.value for s in sources])
+                    self.write((priority, i, direction), t, new, why)
+                    sources = tuple([tensors.index(s) for s in sources])
+                    writes.append((direction, k, new, tuple(factors), sources))
         return tuple(writes)
 
     def write(self, where: tuple, t: _Tensor, new: Spec, why: tuple) -> None:
