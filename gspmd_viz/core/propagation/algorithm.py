@@ -503,7 +503,9 @@ def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | No
     with collector_paused():
         p = Propagator(program, mesh, user_annotations(program, mesh, annotations))
         p.run()
-        return p.record()
+        found = p.record()
+        del p  # freed while the collector is off: its first run after scans only the record
+    return found
 
 
 @contextlib.contextmanager
@@ -513,7 +515,8 @@ def collector_paused():
     reference counting frees, and the collector, run by allocation counts, scanned the young
     ones dozens of times per 2-layer decoder and walked the whole heap (jax's included) once or
     twice per 8-layer one: 20-40% of a partition's time, 7-12% of a propagation's. What they
-    leave is collected as usual after."""
+    leave is collected as usual after: the collector's first run after the block, owed by then,
+    scans every young object still alive, so drop the working state inside it."""
     was_on = gc.isenabled()
     gc.disable()
     try:
