@@ -2,7 +2,8 @@
 everything out gives: a tensor whose every factor's wanted axes are a prefix of what it holds
 keeps its spec without a proposal being worked out (`holds_already`); a factor that gets
 no axes is left out of what an equation wants (it would claim last and take nothing), and
-its tensors' holdings are not merged when none holds an axis (`wanted`);
+its tensors' holdings are not merged when none holds an axis, and one tensor's axes are
+taken as they are when it alone holds some (`wanted`);
 equations of a kind share one category and narrow operands, worked out once (`_categories`).
 The reference is the propagation with every shortcut off (these, and the reuse of
 tests/test_propagation_reuse.py): its steps, conflicts, settled splits and shardings must be

@@ -267,13 +267,19 @@ class Propagator:
         nothing: it is left out."""
         eqn, rule = self.program.equations[i], self.rules[i]
         held = [(t, self.held_now(rule, t)) for k, t in enumerate(self.tensors[i]) if k not in skip]
-        claims, elementwise = [], self.categories[i] == "pass-through"
-        for f, factor in enumerate(rule.factors):
+        given: dict[int, list] = {}  # factor -> the axes the tensors give it, where not ()
+        for _, h in held:
+            for f, axes in h.items():
+                if axes:
+                    given.setdefault(f, []).append(axes)
+        claims, elementwise, factors = [], self.categories[i] == "pass-through", rule.factors
+        for f in sorted(given):  # factor order: conflicts are noted in it
             # need_replication factors (a sort's dim, a cumsum's scan dim) never carry axes
-            if factor.kind == "need_replication" or (pass_only and factor.kind != "pass"):
+            kind = factors[f].kind
+            if kind == "need_replication" or (pass_only and kind != "pass"):
                 continue
-            cands = [h[f] for _, h in held if f in h]
-            axes = self.merge(eqn, rule, f, cands) if any(cands) else ()
+            cands = given[f]  # one tensor giving axes: they are what all agree on
+            axes = cands[0] if len(cands) == 1 else self.merge(eqn, rule, f, cands)
             if axes:
                 (k, src), most = _source(held, f, axes), -self._shards(axes) if elementwise else 0
                 if split:  # minus the axes other factors hold in a tensor that has f too
@@ -328,24 +334,28 @@ class Propagator:
                 return False
         return True
 
-    def how(self, i: int, priority: int) -> tuple:
-        """What a visit of equation i at `priority` does, as far as it differs between
-        priorities: the directions it writes, whether only pass factors carry axes (moot when
-        the rule has only those), the tensors it does not read, whether narrow operands wait."""
-        kind = self.categories[i]
+    def how(self, kind: str, narrow: frozenset, priority: int) -> tuple:
+        """What a visit at `priority` of an equation of category `kind` with `narrow`
+        operands does, as far as it differs between priorities: the directions it writes,
+        whether only pass factors carry axes (moot when the rule has only those), the tensors
+        it does not read, whether narrow operands wait."""
         ways = tuple(d for d in ("forward", "backward") if eligible(kind, priority, d))
-        narrow = self.narrow[i]  # give axes at priority 3 only, take them from 1 (a broadcast)
+        # narrow operands give axes at priority 3 only, take them from 1 (a broadcast)
         skip = narrow if priority < BROADCAST_FORWARD else frozenset()
         pass_only = priority == PASS_FACTORS_ONLY and kind not in _PASS_ONLY
         return ways, pass_only, skip, bool(narrow) and priority == 0
 
     def hows_at(self, priority: int) -> list[tuple]:
-        """Per equation, what a visit at `priority` does (`how`), worked out once per kind."""
-        found: dict[int, tuple] = {}
-        for i, kind in enumerate(self.kinds):
-            if kind not in found:
-                found[kind] = self.how(i, priority)
-        return [found[kind] for kind in self.kinds]
+        """Per equation, what a visit at `priority` does (`how`), worked out once per
+        category and narrow operands (all it reads)."""
+        found: dict[tuple, tuple] = {}
+        hows = []
+        for key in zip(self.categories, self.narrow, strict=True):
+            how = found.get(key)
+            if how is None:
+                how = found[key] = self.how(*key, priority)
+            hows.append(how)
+        return hows
 
     def visit(self, i: int, priority: int, how: tuple) -> list[int]:
         """Equation i's factors written back to its results, then its operands (in the
@@ -386,17 +396,19 @@ class Propagator:
         tensors)."""
         ways, pass_only, skip, narrow_waits = how
         wanted = self.wanted(i, pass_only=pass_only, skip=skip) if ways else {}
-        writes, place = [], {id(t): k for k, t in enumerate(self.tensors[i])}
+        tensors, rule, writes = self.tensors[i], self.rules[i], []
+        waiting = self.narrow[i] if narrow_waits else ()  # a broadcast's operand takes from 1
         for direction in ways:
-            for k, t in enumerate(self.tensors[i]):
-                waits = k in self.narrow[i] and narrow_waits  # a broadcast's operand takes from 1
-                if t.is_result == (direction == "forward") and not (t.closed or waits):
-                    new, factors, sources = self.proposal(t, self.rules[i], wanted)
-                    if new != self.specs[t.slot]:
-                        why = (factors, [s.value for s in sources])
-                        self.write((priority, i, direction), t, new, why)
-                        sources = tuple(place[id(s)] for s in sources)
-                        writes.append((direction, k, new, tuple(factors), sources))
+            forward = direction == "forward"
+            for k, t in enumerate(tensors):
+                if t.is_result != forward or t.closed or k in waiting:
+                    continue
+                new, factors, sources = self.proposal(t, rule, wanted)
+                if new != self.specs[t.slot]:
+                    why = (factors, [s.value for s in sources])
+                    self.write((priority, i, direction), t, new, why)
+                    sources = tuple([tensors.index(s) for s in sources])
+                    writes.append((direction, k, new, tuple(factors), sources))
         return tuple(writes)
 
     def write(self, where: tuple, t: _Tensor, new: Spec, why: tuple) -> None:
@@ -491,7 +503,9 @@ def propagate(program: Program, mesh: Mesh | None = None, annotations: dict | No
     with collector_paused():
         p = Propagator(program, mesh, user_annotations(program, mesh, annotations))
         p.run()
-        return p.record()
+        found = p.record()
+        del p  # freed while the collector is off: its first run after scans only the record
+    return found
 
 
 @contextlib.contextmanager
@@ -501,7 +515,8 @@ def collector_paused():
     reference counting frees, and the collector, run by allocation counts, scanned the young
     ones dozens of times per 2-layer decoder and walked the whole heap (jax's included) once or
     twice per 8-layer one: 20-40% of a partition's time, 7-12% of a propagation's. What they
-    leave is collected as usual after."""
+    leave is collected as usual after: the collector's first run after the block, owed by then,
+    scans every young object still alive, so drop the working state inside it."""
     was_on = gc.isenabled()
     gc.disable()
     try:

@@ -89,12 +89,12 @@ class RuleBuilder:
 
     def rule(self, operands, results) -> FactorRule:
         """The rule, factors renumbered and named i, j, k, ... in order of first appearance."""
-        tensors = [tuple(tuple(d) for d in t) for t in (*operands, *results)]
+        tensors = [tuple([tuple(d) for d in t]) for t in (*operands, *results)]
+        if _in_order(tensors):  # made in order of appearance (most rules): named so already
+            factors, n = tuple(self.factors), len(operands)
+            return FactorRule(factors, tuple(tensors[:n]), tuple(tensors[n:]))
         order = list(dict.fromkeys(f for t in tensors for d in t for f in d))
         order += [f for f in range(len(self.factors)) if f not in order]
-        if order == list(range(len(order))):  # made in order of appearance (most rules):
-            factors, n = tuple(self.factors), len(operands)  # named so already
-            return FactorRule(factors, tuple(tensors[:n]), tuple(tensors[n:]))
         new = {old: i for i, old in enumerate(order)}
         factors = tuple(
             Factor(_letter(i), self.factors[old].size, self.factors[old].kind)
@@ -102,6 +102,20 @@ class RuleBuilder:
         )
         tensors = [tuple(tuple(new[f] for f in d) for d in t) for t in tensors]
         return FactorRule(factors, tuple(tensors[: len(operands)]), tuple(tensors[len(operands) :]))
+
+
+def _in_order(tensors) -> bool:
+    """Whether the factors first appear in the tensors' dims in index order (those that never
+    appear come after all that do, in index order: so they keep their indices too)."""
+    following = 0  # the factor to meet next if the order holds
+    for t in tensors:
+        for d in t:
+            for f in d:
+                if f == following:
+                    following += 1
+                elif f > following:
+                    return False
+    return True
 
 
 def _letter(i: int) -> str:
