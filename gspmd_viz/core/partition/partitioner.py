@@ -22,7 +22,7 @@ import numpy as np
 from gspmd_viz.core.choice import gather_or_reduce
 from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.choice.follow_xla import result_driven
-from gspmd_viz.core.cost.plan_cost import compute_flops
+from gspmd_viz.core.cost.plan_cost import compute_flops, result_bytes
 from gspmd_viz.core.halo import block_moves, windowed_ops
 from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars, twins
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
@@ -448,12 +448,14 @@ class Partitioner:
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
         """`applied`, worked out: the masks of padded shards go in the local op, and its
-        FLOPs (the same for its twins: an op a plan reads is costed once per memo)."""
+        FLOPs and result bytes (the same for its twins: an op a plan reads is costed once per
+        memo)."""
         ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
         local = local_ops.local_compute(q, (), ops, results, masks)
         object.__setattr__(local, "flops", compute_flops(local))  # a frozen op no one holds
-        return ops, results, local  # yet: set in place (dataclasses.replace copies it slowly)
+        object.__setattr__(local, "result_bytes", result_bytes(local))  # yet: set in place
+        return ops, results, local  # (dataclasses.replace copies it slowly)
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`
