@@ -303,17 +303,19 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes, list[str]]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
-        plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
+        conflicts = () if self.follow else gather_or_reduce.conflicts(q0, self)
         if self.follow:
             q, fa, shared = q0, self.follow_split(eqn, q0), False
-        else:  # where both plans are weighed, the record needs every plan's rank too
-            q, fa, shared = self.choice(eqn, splits, plans, ranked if conflicts else None)
+        elif conflicts:  # where both plans are weighed, the record needs every plan's rank
+            plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
+            q, fa, shared = self.choice(eqn, splits, plans, ranked)
+            self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
+        else:
+            q, fa, shared = self.choice(eqn, splits)
         if shared and self.fork is None:  # the first choice only sharing idle axes made
             self.fork = self.snapshot(eqn)
         self.departed |= q is not q0 or fa != settled
-        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
-        notes = self.gather_notes(eqn, q, fa)
+        notes = self.gather_notes(eqn, q, fa) if q.gathered else []
         self.taken.append((eqn, splits.index(q), fa, notes))
         return q, fa, notes
 
@@ -398,7 +400,8 @@ class Partitioner:
     def split_equation(self, eqn: Equation) -> None:
         """Choose the equation's split, reshard its operands, run it locally."""
         q, fa, notes = self.chosen(eqn)
-        self.note_gathers(eqn, notes)
+        if notes or not q.entry.known:
+            self.note_gathers(eqn, notes)
         op_shardings, results, local = self.applied(q, fa)
         ins = [
             v
@@ -406,7 +409,7 @@ class Partitioner:
             else self.buffer(v, target, eqn)
             for v, target in zip(eqn.inputs, op_shardings, strict=True)
         ]
-        splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
+        splits = self.exchange_halos(eqn, q, fa, ins, op_shardings) if q.halo_operands else ()
         compute = local_ops.reading(local, eqn, ins)
         if splits:  # the op runs on window-ready input: no padding, no base dilation
             params = windowed_ops.windowed_params(eqn.eqn, splits, compute.params)
