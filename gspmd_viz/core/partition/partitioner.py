@@ -72,12 +72,25 @@ class PassMemo:
         self.twin_applied: dict[tuple, tuple] = {}  # Partitioner.twin_applied: (twins.static,
         # rule index, factor axes) -> the same
         self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
-        # rotations, deferred slices)
+        # rotations, deferred slices, plain equations: _plain)
 
 
 def _at(values: list, ref):
     """A value a remembered choice read: by its place among the roles (an int), or itself."""
     return values[ref] if isinstance(ref, int) else ref
+
+
+def _plain(live_set: set, rotations: dict, deferred: dict) -> set:
+    """The live equations Partitioner.equation splits as they are: not a rotation, its
+    deferred slice or a flip (block moves), and with a result of some element."""
+    return {
+        e
+        for e in live_set
+        if e not in deferred
+        and e not in rotations
+        and e.primitive != "rev"
+        and not (e.outputs and all(0 in v.shape for v in e.outputs))
+    }
 
 
 class Versions(dict):
@@ -158,8 +171,8 @@ class Partitioner:
             units = self._live()
             live_set = {e for u in units for e in self._equations_of(u)}
             moves = block_moves.rotations(self.program, self.outputs)
-            self.memo.program_facts = (units, live_set, *moves)
-        _, self.live_set, self.rotations, self.deferred = self.memo.program_facts
+            self.memo.program_facts = (units, live_set, *moves, _plain(live_set, *moves))
+        _, self.live_set, self.rotations, self.deferred, self.plain = self.memo.program_facts
         self.wanted_by: dict[Value, list[Sharding]] = self.memo.wanted_by
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
         self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
@@ -264,6 +277,8 @@ class Partitioner:
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
+        if eqn in self.plain:  # most: none of the cases below
+            return self.split_equation(eqn)
         if eqn in self.deferred:  # partitioned with its rotation, if that is not taken
             return
         if eqn.outputs and all(0 in v.shape for v in eqn.outputs):
