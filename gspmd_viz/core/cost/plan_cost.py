@@ -90,6 +90,16 @@ def _local_flops(eqn, operand_shardings: tuple, shardings: tuple) -> float:
     return float(point_flops(eqn) * nest)
 
 
+def result_bytes(ins: Compute) -> tuple[int, ...]:
+    """Bytes of each result's local shard of one local op, as computed (a window-ready result
+    aside: `_written`). Kept on the op where the partitioner made it (`Compute.result_bytes`:
+    one op serves an equation's twins in every pass), else worked out."""
+    if ins.result_bytes is not None:
+        return ins.result_bytes
+    outs = zip(ins.shardings, ins.eqn.outputs, strict=True)
+    return tuple([s.shard_bytes(v.shape, v.dtype) for s, v in outs])
+
+
 # FLOPs an element of an all-reduce, as XLA's cost analysis counts them: a sum or a pmax
 # does one; a float max/min combine nine, for the integer keys local_kernels.all_reduce makes and
 # undoes around its pmax to keep a NaN (isnan, select, compare, xor, select; the pmax; compare,
@@ -154,11 +164,10 @@ def _aliases(instructions) -> dict[str, str]:
 def _written(ins) -> dict[str, int]:
     """Buffer name -> bytes of the buffers one (non-region) instruction writes (none for an
     annotation)."""
-    if _is_annotation(ins):
-        return {}
     if isinstance(ins, Compute):
-        outs = zip(ins.outs, ins.shardings, ins.eqn.outputs, strict=True)
-        found = {n: s.shard_bytes(v.shape, v.dtype) for n, s, v in outs}
+        if entry_for(ins.eqn).identity:  # an annotation (_is_annotation)
+            return {}
+        found = dict(zip(ins.outs, result_bytes(ins), strict=True))
         if ins.ready:  # a window-ready result: its own (wider) shape
             found[ins.outs[0]] = math.prod(ins.ready) * np.dtype(ins.eqn.outputs[0].dtype).itemsize
         return found
@@ -183,29 +192,37 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     instructions = _in_issue_order(instructions, alias)
     last = _last_reads(instructions, alias)
     last |= {alias.get(n, n): len(instructions) for n in [*outputs, *inputs] if isinstance(n, str)}
-    live, dying = _Live(inputs), {}  # dying: instruction -> buffers last read there
-    for name in inputs:
+    live, total, dying = dict(inputs), sum(inputs.values()), {}  # dying: instruction ->
+    for name in inputs:  # the buffers last read there
         dying.setdefault(max(0, last.get(name, -1)), []).append(name)
-    peak = live.total
+    peak = total
     for i, ins in enumerate(instructions):
-        written, staged = _written(ins), 0
-        inner = () if isinstance(ins, Compute) else inner_instructions(ins)
-        if inner:
-            sizes = {n: b for j in inner for n, b in _written(j).items()}
-            peak = max(peak, live.total + peak_bytes({}, inner, ()))
-            outs = getattr(ins, "carry_out", ()) + getattr(ins, "y_out", ())
-            written = dict(
-                zip(ins.outs, (sizes.get(alias.get(n, n), 0) for n in outs), strict=False)
-            )
-        elif not isinstance(ins, Compute):  # a local op stages nothing
-            staged = staging_bytes(ins)
+        if isinstance(ins, Compute):  # a local op stages nothing
+            written, staged = _written(ins), 0
+        else:  # a collective stages copies; a loop or branch holds its inner peak
+            written, staged, running = _moved_or_run(ins, alias)
+            peak = max(peak, total + running)  # (before its results are written)
         for name, size in written.items():
-            live.write(name, size)
+            total += size - live.get(name, 0)
+            live[name] = size
             dying.setdefault(max(i, last.get(name, -1)), []).append(name)
-        peak = max(peak, live.total + staged)
+        peak = max(peak, total + staged)
         for name in dying.pop(i, ()):
-            live.free(name)
+            total -= live.pop(name, 0)
     return peak
+
+
+def _moved_or_run(ins, alias: dict[str, str]) -> tuple[dict[str, int], int, int]:
+    """For an instruction that is not a local op: (the buffers it writes, the staging copies
+    its collectives hold beside its results, the inner peak a loop or branch holds beside the
+    buffers live before it, its results as large as the buffers its body hands back)."""
+    inner = inner_instructions(ins)
+    if not inner:
+        return _written(ins), staging_bytes(ins), 0
+    sizes = {n: b for j in inner for n, b in _written(j).items()}
+    outs = getattr(ins, "carry_out", ()) + getattr(ins, "y_out", ())
+    written = zip(ins.outs, (sizes.get(alias.get(n, n), 0) for n in outs), strict=False)
+    return dict(written), 0, peak_bytes({}, inner, ())
 
 
 def _last_reads(instructions, alias: dict[str, str]) -> dict[str, int]:
@@ -218,20 +235,6 @@ def _last_reads(instructions, alias: dict[str, str]) -> dict[str, int]:
             if isinstance(n, str):
                 last[alias.get(n, n)] = i
     return last
-
-
-class _Live:
-    """The live buffers (name -> bytes) and their total, kept as they are written and freed."""
-
-    def __init__(self, sizes: dict[str, int]):
-        self.sizes, self.total = dict(sizes), sum(sizes.values())
-
-    def write(self, name: str, size: int) -> None:
-        self.total += size - self.sizes.get(name, 0)
-        self.sizes[name] = size
-
-    def free(self, name: str) -> None:
-        self.total -= self.sizes.pop(name, 0)
 
 
 def _in_issue_order(instructions, alias: dict[str, str]) -> list:

@@ -22,7 +22,7 @@ import numpy as np
 from gspmd_viz.core.choice import gather_or_reduce
 from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
 from gspmd_viz.core.choice.follow_xla import result_driven
-from gspmd_viz.core.cost.plan_cost import compute_flops
+from gspmd_viz.core.cost.plan_cost import compute_flops, result_bytes
 from gspmd_viz.core.halo import block_moves, windowed_ops
 from gspmd_viz.core.partition import control_flow, lookahead, remake_scalars, twins
 from gspmd_viz.core.program.trace import Cond, Equation, Literal, Loop, Value
@@ -72,12 +72,25 @@ class PassMemo:
         self.twin_applied: dict[tuple, tuple] = {}  # Partitioner.twin_applied: (twins.static,
         # rule index, factor axes) -> the same
         self.program_facts: tuple | None = None  # Partitioner: (live units, live equations,
-        # rotations, deferred slices)
+        # rotations, deferred slices, plain equations: _plain)
 
 
 def _at(values: list, ref):
     """A value a remembered choice read: by its place among the roles (an int), or itself."""
     return values[ref] if isinstance(ref, int) else ref
+
+
+def _plain(live_set: set, rotations: dict, deferred: dict) -> set:
+    """The live equations Partitioner.equation splits as they are: not a rotation, its
+    deferred slice or a flip (block moves), and with a result of some element."""
+    return {
+        e
+        for e in live_set
+        if e not in deferred
+        and e not in rotations
+        and e.primitive != "rev"
+        and not (e.outputs and all(0 in v.shape for v in e.outputs))
+    }
 
 
 class Versions(dict):
@@ -158,8 +171,8 @@ class Partitioner:
             units = self._live()
             live_set = {e for u in units for e in self._equations_of(u)}
             moves = block_moves.rotations(self.program, self.outputs)
-            self.memo.program_facts = (units, live_set, *moves)
-        _, self.live_set, self.rotations, self.deferred = self.memo.program_facts
+            self.memo.program_facts = (units, live_set, *moves, _plain(live_set, *moves))
+        _, self.live_set, self.rotations, self.deferred, self.plain = self.memo.program_facts
         self.wanted_by: dict[Value, list[Sharding]] = self.memo.wanted_by
         self.invariant, self.trips = set(), 1  # in a loop body: its constants' buffers, trips
         self.choices = []  # gather_or_reduce.GatherOrReduce of each equation that weighed both
@@ -264,6 +277,8 @@ class Partitioner:
 
     # --- one equation ----------------------------------------------------------------------
     def equation(self, eqn: Equation) -> None:
+        if eqn in self.plain:  # most: none of the cases below
+            return self.split_equation(eqn)
         if eqn in self.deferred:  # partitioned with its rotation, if that is not taken
             return
         if eqn.outputs and all(0 in v.shape for v in eqn.outputs):
@@ -303,17 +318,19 @@ class Partitioner:
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes, list[str]]:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
-        conflicts = [] if self.follow else gather_or_reduce.conflicts(q0, self)
-        plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
+        conflicts = () if self.follow else gather_or_reduce.conflicts(q0, self)
         if self.follow:
             q, fa, shared = q0, self.follow_split(eqn, q0), False
-        else:  # where both plans are weighed, the record needs every plan's rank too
-            q, fa, shared = self.choice(eqn, splits, plans, ranked if conflicts else None)
+        elif conflicts:  # where both plans are weighed, the record needs every plan's rank
+            plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
+            q, fa, shared = self.choice(eqn, splits, plans, ranked)
+            self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
+        else:
+            q, fa, shared = self.choice(eqn, splits)
         if shared and self.fork is None:  # the first choice only sharing idle axes made
             self.fork = self.snapshot(eqn)
         self.departed |= q is not q0 or fa != settled
-        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
-        notes = self.gather_notes(eqn, q, fa)
+        notes = self.gather_notes(eqn, q, fa) if q.gathered else []
         self.taken.append((eqn, splits.index(q), fa, notes))
         return q, fa, notes
 
@@ -398,7 +415,8 @@ class Partitioner:
     def split_equation(self, eqn: Equation) -> None:
         """Choose the equation's split, reshard its operands, run it locally."""
         q, fa, notes = self.chosen(eqn)
-        self.note_gathers(eqn, notes)
+        if notes or not q.entry.known:
+            self.note_gathers(eqn, notes)
         op_shardings, results, local = self.applied(q, fa)
         ins = [
             v
@@ -406,7 +424,7 @@ class Partitioner:
             else self.buffer(v, target, eqn)
             for v, target in zip(eqn.inputs, op_shardings, strict=True)
         ]
-        splits = self.exchange_halos(eqn, q, fa, ins, op_shardings)
+        splits = self.exchange_halos(eqn, q, fa, ins, op_shardings) if q.halo_operands else ()
         compute = local_ops.reading(local, eqn, ins)
         if splits:  # the op runs on window-ready input: no padding, no base dilation
             params = windowed_ops.windowed_params(eqn.eqn, splits, compute.params)
@@ -448,12 +466,14 @@ class Partitioner:
 
     def make_applied(self, q: EquationSplit, fa: FactorAxes) -> tuple:
         """`applied`, worked out: the masks of padded shards go in the local op, and its
-        FLOPs (the same for its twins: an op a plan reads is costed once per memo)."""
+        FLOPs and result bytes (the same for its twins: an op a plan reads is costed once per
+        memo)."""
         ops, results = q.tensor_shardings(fa)
         masks = [m for i, target in enumerate(ops) for m in self.masks(q, fa, i, target)]
         local = local_ops.local_compute(q, (), ops, results, masks)
         object.__setattr__(local, "flops", compute_flops(local))  # a frozen op no one holds
-        return ops, results, local  # yet: set in place (dataclasses.replace copies it slowly)
+        object.__setattr__(local, "result_bytes", result_bytes(local))  # yet: set in place
+        return ops, results, local  # (dataclasses.replace copies it slowly)
 
     def exchange_halos(self, eqn: Equation, q: EquationSplit, fa, ins, op_shardings) -> tuple:
         """Exchange the halos of the operands a windowed equation reads (buffer names in `ins`

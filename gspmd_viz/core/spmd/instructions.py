@@ -51,6 +51,8 @@ class Compute:
     ready: tuple = ()  # a window-ready result's local shape (its halo goes back after)
     flops: float | None = dataclasses.field(default=None, compare=False, repr=False)  # its
     # FLOPs, worked out where the partitioner made the op (plan_cost.compute_flops), or None
+    result_bytes: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+    # bytes of each result's local shard, likewise (plan_cost.peak_bytes), or None
 
     def text(self) -> str:
         e = self.eqn
