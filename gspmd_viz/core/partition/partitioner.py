@@ -319,17 +319,16 @@ class Partitioner:
         splits = self.splits(eqn)
         q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
         conflicts = () if self.follow else gather_or_reduce.conflicts(q0, self)
-        if self.follow:
+        ranked = {} if conflicts else None  # where both plans are weighed, the record needs
+        if self.follow:  # every plan's rank too
             q, fa, shared = q0, self.follow_split(eqn, q0), False
-        elif conflicts:  # where both plans are weighed, the record needs every plan's rank
-            plans, ranked = tuple(fa for c in conflicts for fa in (c.gather, c.reduce)), {}
-            q, fa, shared = self.choice(eqn, splits, plans, ranked)
-            self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
         else:
-            q, fa, shared = self.choice(eqn, splits)
-        if shared and self.fork is None:  # the first choice only sharing idle axes made
-            self.fork = self.snapshot(eqn)
+            plans = tuple(fa for c in conflicts for fa in (c.gather, c.reduce))
+            q, fa, shared = self.choice(eqn, splits, plans, ranked)
+        if shared and self.fork is None:  # the first choice only sharing idle axes made (the
+            self.fork = self.snapshot(eqn)  # snapshot holds none of eqn's records: see resume)
         self.departed |= q is not q0 or fa != settled
+        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
         notes = self.gather_notes(eqn, q, fa) if q.gathered else []
         self.taken.append((eqn, splits.index(q), fa, notes))
         return q, fa, notes
