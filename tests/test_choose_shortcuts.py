@@ -1,12 +1,17 @@
-"""Where both plans of a gather-or-reduce conflict are recorded (choose with `ranked`), choose
+"""Two shortcuts of choose_split.choose, each checked against the way round it. Where both plans
+of a gather-or-reduce conflict are recorded (choose with `ranked`), choose
 still passes over the candidates that cannot win (rank head above the lowest so far, or wire
 bytes past it: choose_split._pruning) and records only ranks worked out in full: both plans'
 (always ranked in full) and the winner's. The reference ranks every candidate in full, as
 choose did before: at every such choice the winner must be the reference's, each rank
-recorded the reference's, and both plans and the winner recorded; and the whole plan (its
-per-device program, notes, costs and gather-or-reduce records) must be the reference's, on
-the zoo (with and without a chip), the keras-hub models and random programs after an FSDP dot
-(tests/fuzz_programs.py)."""
+recorded the reference's, and both plans and the winner recorded. And the bytes a candidate
+holds (rank's last entry) are worked out only when a tie reads them, where no split can be
+over the chip's memory (split_cost.HeldBytes); the reference works them out for every
+candidate. The whole plan (its per-device program, notes, costs and gather-or-reduce records)
+must be the reference's, on the zoo (with no chip, and chips so small that some splits do not
+fit), the keras-hub models and random programs after an FSDP dot (tests/fuzz_programs.py)."""
+
+import dataclasses
 
 import pytest
 from fuzz_programs import fsdp_dot, programs
@@ -17,7 +22,9 @@ from test_pass_memo import _text
 
 import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split
+from gspmd_viz.core.cost import split_cost
 from gspmd_viz.core.partition import partitioner
+from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples
 
 _REAL_CHOOSE, _REAL_PRUNING = choose_split.choose, choose_split._pruning
@@ -28,10 +35,31 @@ def _pruning_none_where_ranked(splits, also, ranked):
     return None if ranked is not None else _REAL_PRUNING(splits, (), None)
 
 
+def _head_ranker_eager(q, costs, promise, lazy=False):
+    """The reference: every candidate's bytes held worked out at once, and held against the
+    chip's memory."""
+    count = split_cost.twice_counter(q, costs, promise)
+    hbm = None if costs.chip is None else costs.chip.hbm_bytes
+
+    def head(fa: dict) -> tuple:
+        held = split_cost.local_bytes(q, fa)
+        over = hbm is not None and held > hbm
+        return (over, count(fa) * split_cost.idle_on_padding(q, fa)), held
+
+    return head
+
+
+REFERENCES = (
+    (choose_split, "_pruning", _pruning_none_where_ranked),
+    (choose_split, "head_ranker", _head_ranker_eager),
+)
+
+
 def _every_rank(splits, costs, also, ranked):
-    """choose's answer and ranks with the reference's pruning (reads not counted)."""
+    """choose's answer and ranks the references' way (reads not counted)."""
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(choose_split, "_pruning", _pruning_none_where_ranked)
+        for owner, name, reference in REFERENCES:
+            m.setattr(owner, name, reference)
         return _unread(costs, _REAL_CHOOSE, splits, costs, also, ranked)
 
 
@@ -50,7 +78,8 @@ def _checked_choose(splits, costs, also=(), ranked=None):
 def assert_same_as_every_rank(prop, **kw):
     """Every choice checked against the reference's, and the plan's text the reference's."""
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(choose_split, "_pruning", _pruning_none_where_ranked)
+        for owner, name, reference in REFERENCES:
+            m.setattr(owner, name, reference)
         reference = _text(gv.partition(prop, **kw))
     with pytest.MonkeyPatch.context() as m:
         m.setattr(partitioner, "choose", _checked_choose)
@@ -58,8 +87,14 @@ def assert_same_as_every_rank(prop, **kw):
     assert _text(gv.partition(prop, **kw)) == reference
 
 
+def _small_chip(hbm_bytes: int):
+    return dataclasses.replace(chip_cost("tpu-v3"), hbm_bytes=hbm_bytes)
+
+
 @pytest.mark.parametrize("name", sorted(examples.ZOO))
-@pytest.mark.parametrize("kw", [{}, {"chip": None}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"chip": None}, {"chip": _small_chip(2**12)}, {"chip": _small_chip(2**14)}]
+)
 def test_zoo_choices_are_those_of_ranking_every_candidate(name, kw):
     ex = examples.get(name)
     assert_same_as_every_rank(gv.propagate(gv.trace(ex.fn, *ex.args)), **kw)

@@ -484,7 +484,7 @@ def _keyer(q0: EquationSplit, first, settled_cost: float, costs: Costs, promise,
         wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs, above)
         ranks = rank(q, fa, costs, wire, promise, head)
         if ranked is not None and q is q0 and (above is None or wire <= above):  # exact ranks
-            ranked[frozen(fa)] = ranks
+            ranked[frozen(fa)] = (*ranks[:-1], int(ranks[-1]))  # the bytes held read
         return (*ranks, q.covers(fa))
 
     return key
@@ -506,12 +506,13 @@ def _shared(candidates: dict, found: list, best) -> list:
 
 def _heads(costs: Costs, promise: set[str]) -> Callable:
     """(split, factor split) -> split_cost.rank_head, each rule's set-up (head_ranker) made
-    once: its candidates share it."""
+    once: its candidates share it. The bytes held are worked out only if a tie reads them
+    (split_cost.HeldBytes)."""
     made: dict[EquationSplit, Callable] = {}
 
     def head(q: EquationSplit, fa: FactorAxes) -> tuple:
         if q not in made:
-            made[q] = head_ranker(q, costs, promise)
+            made[q] = head_ranker(q, costs, promise, lazy=True)
         return made[q](fa)
 
     return head
