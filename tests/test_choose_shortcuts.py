@@ -1,15 +1,16 @@
-"""Two shortcuts of choose_split.choose, each checked against the way round it. Where both plans
-of a gather-or-reduce conflict are recorded (choose with `ranked`), choose
-still passes over the candidates that cannot win (rank head above the lowest so far, or wire
-bytes past it: choose_split._pruning) and records only ranks worked out in full: both plans'
-(always ranked in full) and the winner's. The reference ranks every candidate in full, as
-choose did before: at every such choice the winner must be the reference's, each rank
-recorded the reference's, and both plans and the winner recorded. And the bytes a candidate
-holds (rank's last entry) are worked out only when a tie reads them, where no split can be
-over the chip's memory (split_cost.HeldBytes); the reference works them out for every
-candidate. The whole plan (its per-device program, notes, costs and gather-or-reduce records)
-must be the reference's, on the zoo (with no chip, and chips so small that some splits do not
-fit), the keras-hub models and random programs after an FSDP dot (tests/fuzz_programs.py)."""
+"""Shortcuts of choose_split.choose, checked against ranking every candidate in full with
+every bytes held worked out at once (the references, kept here). Where both plans of a
+gather-or-reduce conflict are recorded (choose with `ranked`), choose still passes over the
+candidates that cannot win (rank head above the lowest so far, or wire bytes past it:
+choose_split._pruning) and
+records only ranks worked out in full: both plans' (always ranked in full) and the winner's.
+The bytes a candidate holds (rank's last entry) are worked out only when a tie reads them,
+where no split can be over the chip's memory (split_cost.HeldBytes). At every choice the
+winner must be the reference's, each rank recorded the reference's, and both plans and the
+winner recorded; the whole plan (its per-device program, notes, costs and gather-or-reduce
+records) must be the reference's, on the zoo (with no chip, and chips so small that some
+splits do not fit), the keras-hub models and random programs after an FSDP dot
+(tests/fuzz_programs.py)."""
 
 import dataclasses
 
@@ -18,7 +19,7 @@ from fuzz_programs import fsdp_dot, programs
 from hypothesis import HealthCheck, given, settings
 from library_models import MODELS, build
 from test_costing_shortcuts import _unread
-from test_pass_memo import _text
+from test_pass_memo import _every_key, _text
 
 import gspmd_viz as gv
 from gspmd_viz.core.choice import choose_split
@@ -27,12 +28,7 @@ from gspmd_viz.core.partition import partitioner
 from gspmd_viz.partition_on_chip import chip_cost
 from gspmd_viz.zoo import examples
 
-_REAL_CHOOSE, _REAL_PRUNING = choose_split.choose, choose_split._pruning
-
-
-def _pruning_none_where_ranked(splits, also, ranked):
-    """The reference: nothing is passed over where ranks are recorded."""
-    return None if ranked is not None else _REAL_PRUNING(splits, (), None)
+_REAL_CHOOSE = choose_split.choose
 
 
 def _head_ranker_eager(q, costs, promise, lazy=False):
@@ -50,8 +46,9 @@ def _head_ranker_eager(q, costs, promise, lazy=False):
 
 
 REFERENCES = (
-    (choose_split, "_pruning", _pruning_none_where_ranked),
+    (choose_split, "_lowest", _every_key),  # every candidate ranked in full
     (choose_split, "head_ranker", _head_ranker_eager),
+    (split_cost, "head_ranker", _head_ranker_eager),  # rank_head's too
 )
 
 
