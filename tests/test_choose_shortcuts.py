@@ -2,8 +2,8 @@
 every bytes held worked out at once (the references, kept here). Where both plans of a
 gather-or-reduce conflict are recorded (choose with `ranked`), choose still passes over the
 candidates that cannot win (rank head above the lowest so far, or wire bytes past it:
-choose_split._pruning) and
-records only ranks worked out in full: both plans' (always ranked in full) and the winner's.
+choose_split._pruning) and records only ranks worked out in full: both plans' (always
+ranked in full) and the winner's.
 The bytes a candidate holds (rank's last entry) are worked out only when a tie reads them,
 where no split can be over the chip's memory (split_cost.HeldBytes). At every choice the
 winner must be the reference's, each rank recorded the reference's, and both plans and the
