@@ -448,7 +448,7 @@ def choose(
     found = [(q, fa, False) for q in splits for fa in candidates[q]]
     found += [(q0, fa, False) for fa in also if not any(q is q0 and fa == g for q, g, _ in found)]
     key = _keyer(q0, first, settled_cost, costs, promise, ranked)
-    heads, prune = _heads(costs, promise), ranked is None
+    heads, prune = _heads(costs, promise), _pruning(splits, also, ranked)
     best, lowest = _lowest(found, key, heads, prune)
     if costs.spread:  # then splits with idle mesh axes sharing the work, weighed after
         shared = _shared(candidates, found, best)
@@ -456,17 +456,35 @@ def choose(
     return best
 
 
+def _pruning(splits: list[EquationSplit], also: tuple, ranked: dict | None) -> Callable | None:
+    """(split, factor split) -> may _lowest pass it over without its exact key? Never for a
+    split with halos (costing one notes which halos would not pay: EquationSplit.gathered).
+    Where ranks are recorded (`ranked`), the splits of `also` are always ranked in full: the
+    record reads their ranks and the winner's (a winner's key is exact: nothing beat it); so
+    is every split of an equation of several rules (the record looks a winner of another
+    rule up among the first rule's ranks). None: nothing is passed over."""
+    if ranked is not None and len(splits) > 1:
+        return None
+    exact = also if ranked is not None else ()
+    return functools.partial(_cuttable, splits[0], exact)
+
+
+def _cuttable(q0: EquationSplit, exact: tuple, q: EquationSplit, fa: FactorAxes) -> bool:
+    return not q.halo and not (q is q0 and fa in exact)
+
+
 def _keyer(q0: EquationSplit, first, settled_cost: float, costs: Costs, promise, ranked):
     """choose's key of a (split, factor split, shared) candidate given its rank head and an
     `above` (see _lowest): rank, then whether it covers a dim with halos; the settled split's
-    wire bytes are known already. Fills `ranked` (if given) with each first-rule rank."""
+    wire bytes are known already. Fills `ranked` (if given) with each first-rule rank worked
+    out in full (not one whose costing stopped past `above`)."""
 
     def key(qfs, head, above=None) -> tuple:
         q, fa, _ = qfs
         wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs, above)
         ranks = rank(q, fa, costs, wire, promise, head)
-        if ranked is not None and q is q0:
-            ranked[frozen(fa)] = ranks
+        if ranked is not None and q is q0 and (above is None or wire <= above):  # exact ranks
+            ranked[frozen(fa)] = (*ranks[:-1], int(ranks[-1]))  # the bytes held read
         return (*ranks, q.covers(fa))
 
     return key
@@ -488,29 +506,29 @@ def _shared(candidates: dict, found: list, best) -> list:
 
 def _heads(costs: Costs, promise: set[str]) -> Callable:
     """(split, factor split) -> split_cost.rank_head, each rule's set-up (head_ranker) made
-    once: its candidates share it."""
+    once: its candidates share it. The bytes held are worked out only if a tie reads them
+    (split_cost.HeldBytes)."""
     made: dict[EquationSplit, Callable] = {}
 
     def head(q: EquationSplit, fa: FactorAxes) -> tuple:
         if q not in made:
-            made[q] = head_ranker(q, costs, promise)
+            made[q] = head_ranker(q, costs, promise, lazy=True)
         return made[q](fa)
 
     return head
 
 
-def _lowest(found: list, key, head, prune: bool, best=None, lowest=None) -> tuple:
+def _lowest(found: list, key, head, prune: Callable | None, best=None, lowest=None) -> tuple:
     """(item, key) of min(found, key=key), or (`best`, its key `lowest`) when nothing found
     is lower (a tie keeps the one weighed first); but a candidate whose rank_head is above the
     lowest key's first entries so far is passed over without working out its key (its wire
     bytes): it cannot be the lowest; one whose head ties them has its wire bytes worked out
     only as far as needed to exceed the lowest key's (`key(item, head, above)`:
-    EquationSplit.cost). Not where every key is recorded (`prune` False), nor for a split
-    with halos (costing one notes which halos would not pay: EquationSplit.gathered)."""
+    EquationSplit.cost). Only for a split `prune` allows (_pruning)."""
     for item in found:
         q, fa, _ = item
         first = head(q, fa)
-        cut = prune and lowest is not None and not q.halo
+        cut = prune is not None and lowest is not None and prune(q, fa)
         if cut and first[0] > lowest[:2]:
             continue
         k = key(item, first, lowest[2] if cut and first[0] == lowest[:2] else None)

@@ -73,8 +73,38 @@ def flops(q, fa) -> float:
 
 def local_bytes(q, fa) -> int:
     """Bytes of the equation's local (padded) operands and results under split `fa`."""
-    values, (ops, results) = q.eqn.inputs + q.eqn.outputs, q.tensor_shardings(fa)
+    return _held(q, q.tensor_shardings(fa))
+
+
+def _held(q, shardings: tuple) -> int:
+    """Bytes of q's operands and results held in `shardings` (q.tensor_shardings' answer)."""
+    values, (ops, results) = q.eqn.inputs + q.eqn.outputs, shardings
     return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, ops + results, strict=True))
+
+
+class HeldBytes:
+    """local_bytes(q, fa) worked out when first compared or read (int()): two ranks that
+    differ before their last entry never read it (choose_split ranks many candidates)."""
+
+    __slots__ = ("_bytes", "_q", "_shardings")
+    __hash__ = None
+
+    def __init__(self, q, fa):
+        self._q, self._shardings, self._bytes = q, q.tensor_shardings(fa), None
+
+    def __int__(self) -> int:
+        if self._bytes is None:
+            self._bytes = _held(self._q, self._shardings)
+        return self._bytes
+
+    def __eq__(self, other) -> bool:
+        return int(self) == int(other)
+
+    def __lt__(self, other) -> bool:
+        return int(self) < int(other)
+
+    def __gt__(self, other) -> bool:
+        return int(self) > int(other)
 
 
 def twice(q, fa, costs, promise: set[str]) -> int:
@@ -283,14 +313,23 @@ def rank_head(q, fa, costs, promise: set[str]) -> tuple[tuple[bool, float], int]
     return head_ranker(q, costs, promise)(fa)
 
 
-def head_ranker(q, costs, promise: set[str]) -> Callable[[dict], tuple]:
+def head_ranker(q, costs, promise: set[str], lazy: bool = False) -> Callable[[dict], tuple]:
     """rank_head of q for any split, with what does not depend on the split worked out once
-    (`twice_counter`, the chip's memory): the candidates of one choice share it."""
+    (`twice_counter`, the chip's memory): the candidates of one choice share it. `lazy`: the
+    bytes held as a HeldBytes, where no split of q can be over the chip's memory (a local
+    shard, padded, holds no more than the whole value), so only a tie reads them."""
     count = twice_counter(q, costs, promise)
     hbm = None if costs.chip is None else costs.chip.hbm_bytes
+    fits = hbm is None or _whole_bytes(q) <= hbm
 
     def head(fa: dict) -> tuple[tuple[bool, float], int]:
-        held = local_bytes(q, fa)
-        return (hbm is not None and held > hbm, count(fa) * idle_on_padding(q, fa)), held
+        held = HeldBytes(q, fa) if lazy and fits else local_bytes(q, fa)
+        return (not fits and held > hbm, count(fa) * idle_on_padding(q, fa)), held
 
     return head
+
+
+def _whole_bytes(q) -> int:
+    """Bytes of q's operands and results, whole."""
+    values = q.eqn.inputs + q.eqn.outputs
+    return sum(math.prod(v.shape) * as_dtype(v.dtype).itemsize for v in values)
