@@ -313,3 +313,28 @@ def test_the_splits_of_one_partition_make_one_object_per_layout():
     assert len({id(s) for s in prop.shardings.values()}) == len(held) < len(prop.shardings)
     shared = [s for s in asked if (s.spec, s.unreduced) in held]  # propagation's own objects
     assert shared and all(s is held[s.spec, s.unreduced] for s in shared)
+
+
+def test_a_greedy_pass_resumed_where_sharing_first_won_records_its_choices_once(monkeypatch):
+    """The spread pass's snapshot before its first choice that only sharing idle axes made
+    holds none of that equation's gather-or-reduce records: the greedy pass resuming there
+    weighs the equation again and records it once, as a greedy pass from the start does. A
+    draw whose first shared choice is a dot weighing both plans (one of 30 such among
+    benchmarks/annotations.py's seeded draws)."""
+    ex = examples.get("mlp_remat_grad", specs={"x": None, "w1": (None, "x"), "w2": (None, "x")})
+    prop, chip = gv.propagate(gv.trace(ex.fn, *ex.args)), chip_cost("tpu-v3")
+    memo, forks = partitioner.PassMemo(), []
+    real = partitioner.Partitioner.snapshot
+
+    def snapshot(self, eqn):  # the fork's equation, and whether it weighs both plans
+        forks.append((eqn.index, bool(gather_or_reduce.conflicts(self.splits(eqn)[0], self))))
+        return real(self, eqn)
+
+    monkeypatch.setattr(partitioner.Partitioner, "snapshot", snapshot)
+    spreader = partitioner.Partitioner(prop, chip, spread=True, memo=memo)
+    spreader.run()
+    assert spreader.fork and forks[0][1]  # not vacuous: the fork's equation has conflicts
+    resumed = partitioner.Partitioner(prop, chip, memo=memo).run(spreader.fork)
+    fresh = partitioner.Partitioner(prop, chip).run()
+    assert forks[0][0] in [c.eqn for c in fresh.choices]
+    assert repr(resumed.choices) == repr(fresh.choices)
