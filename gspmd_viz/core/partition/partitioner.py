@@ -89,8 +89,14 @@ def _plain(live_set: set, rotations: dict, deferred: dict) -> set:
         if e not in deferred
         and e not in rotations
         and e.primitive != "rev"
-        and not (e.outputs and all(0 in v.shape for v in e.outputs))
+        and not _reads_nothing(e)
     }
+
+
+def _reads_nothing(eqn: Equation) -> bool:
+    """Do all of eqn's results (one at least) have no element (`jnp.roll(x, 0)` slices
+    x[n:n])? Then they are constants (Partitioner.empty_results)."""
+    return bool(eqn.outputs) and all(0 in v.shape for v in eqn.outputs)
 
 
 class Versions(dict):
@@ -281,7 +287,7 @@ class Partitioner:
             return self.split_equation(eqn)
         if eqn in self.deferred:  # partitioned with its rotation, if that is not taken
             return
-        if eqn.outputs and all(0 in v.shape for v in eqn.outputs):
+        if _reads_nothing(eqn):
             return self.empty_results(eqn)
         rot = self.rotations.get(eqn)
         if self.move_blocks(eqn, rot):
