@@ -164,9 +164,9 @@ def _aliases(instructions) -> dict[str, str]:
 def _written(ins) -> dict[str, int]:
     """Buffer name -> bytes of the buffers one (non-region) instruction writes (none for an
     annotation)."""
+    if _is_annotation(ins):
+        return {}
     if isinstance(ins, Compute):
-        if entry_for(ins.eqn).identity:  # an annotation (_is_annotation)
-            return {}
         found = dict(zip(ins.outs, result_bytes(ins), strict=True))
         if ins.ready:  # a window-ready result: its own (wider) shape
             found[ins.outs[0]] = math.prod(ins.ready) * np.dtype(ins.eqn.outputs[0].dtype).itemsize
