@@ -357,7 +357,7 @@ class EquationSplit:
             local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
                 local = self.sharding(local.spec)  # combined right away
-            total += handoff(v, local, past and functools.partial(_past_after, past, total))
+            total += handoff(v, local, past and functools.partial(past_after, past, total))
         return total
 
     def candidates(self, costs: Costs) -> list[FactorAxes]:
@@ -405,8 +405,9 @@ class EquationSplit:
         ]
 
 
-def _past_after(past: Callable, before: float, bytes_: float) -> bool:
-    """past(before + bytes_): a handoff's own bytes against a budget others spent part of."""
+def past_after(past: Callable, before: float, bytes_: float) -> bool:
+    """past(before + bytes_): a move's own bytes against a budget `before` spent part of
+    (partial(past_after, past, before) is the budget left to it)."""
     return past(before + bytes_)
 
 

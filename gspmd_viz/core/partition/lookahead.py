@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, plan_floor
+from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, past_after, plan_floor
 from gspmd_viz.core.partition.partitioner_state import PartitionerState
 from gspmd_viz.core.program.trace import Value
 from gspmd_viz.core.rules.registry import entry_for
@@ -109,7 +109,7 @@ def _handoff_plan(
         if isinstance(u, Value) and u is not v
     )
     halo = q.halo_bytes(fa)
-    onward_past = past and (lambda bytes_: past(halo + bytes_))
+    onward_past = past and functools.partial(past_after, past, halo)  # after the halos
     onward = q.handoff_bytes(fa, functools.partial(asked_cost, partitioner), onward_past)
     return asked, (halo, others, onward)
 
