@@ -222,7 +222,7 @@ def promised(q, costs) -> set[str]:
     axes = _split_by_every_operand([split for *_, split in arrived])
     for v, tensor, sharding, split in arrived:
         axes |= set(sharding.unreduced)
-        size = math.prod(v.shape) * as_dtype(v.dtype).itemsize
+        size = _value_bytes(v)
         for f in {f for fs in tensor for f in fs}:
             found.setdefault(f, []).append((set(split.get(f, ())), size))
     windowed = any(f.kind.startswith("windowed") for f in q.rule.factors)
@@ -331,5 +331,9 @@ def head_ranker(q, costs, promise: set[str], lazy: bool = False) -> Callable[[di
 
 def _whole_bytes(q) -> int:
     """Bytes of q's operands and results, whole."""
-    values = q.eqn.inputs + q.eqn.outputs
-    return sum(math.prod(v.shape) * as_dtype(v.dtype).itemsize for v in values)
+    return sum(_value_bytes(v) for v in q.eqn.inputs + q.eqn.outputs)
+
+
+def _value_bytes(v) -> int:
+    """Bytes of a value (or literal) whole."""
+    return math.prod(v.shape) * as_dtype(v.dtype).itemsize
