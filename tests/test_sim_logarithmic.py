@@ -112,15 +112,20 @@ def test_swing_halving_classes_halve_and_ranges_are_contiguous():
 
 def test_small_messages_prefer_logarithmic_and_large_prefer_rings():
     pod = sim.preset("tpu-v3-pod")
-    small, why_small = sim.choose(pod, "all-reduce", 2**15, "tpu-v3")
-    large, why_large = sim.choose(pod, "all-reduce", 2**30, "tpu-v3")
-    assert small == "pull-halving" and large == "torus-2d-halves"
+    small, small_pieces, why_small = sim.choose(pod, "all-reduce", 2**15, "tpu-v3")
+    large, large_pieces, why_large = sim.choose(pod, "all-reduce", 2**30, "tpu-v3")
+    assert small == "pull-halving" and large == "torus-2d-halves" and large_pieces == 1
     assert "latency-bound" in why_small and "bandwidth-bound" in why_large
-    for nbytes, name in [(2**15, small), (2**30, large)]:
-        times = {n: sim.closed_form(pod, "all-reduce", nbytes, n) for n in sim.applicable(pod)}
-        assert min(times, key=times.get) == name
+    for nbytes, name, pieces in [(2**15, small, small_pieces), (2**30, large, large_pieces)]:
+        times = {(n, k): sim.closed_form(pod, "all-reduce", nbytes, n, pieces=k)
+                 for n in sim.applicable(pod) for k in sim.in_flight.PIECES
+                 if sim.ALGORITHMS[n].runs_in(k)}  # fmt: skip
+        assert min(times, key=times.get) == (name, pieces)
     tl = sim.simulate(pod, "all-reduce", 2**15, algorithm="auto")
-    assert tl.algorithm == "pull-halving" and "auto: pull-halving" in tl.summary()
+    assert (tl.algorithm, tl.pieces) == (small, small_pieces)
+    assert f"auto: {sim.registry.label(small, small_pieces)}" in tl.summary()
+    one = sim.choose(pod, "all-reduce", 2**15, "tpu-v3", pieces=1)
+    assert one.pieces == 1 and one.algorithm == "pull-halving"
 
 
 def test_errors_name_the_problem():

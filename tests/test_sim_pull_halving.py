@@ -76,8 +76,8 @@ def test_the_ring_of_32_reaches_its_diameter():
 
 def test_pull_halving_is_auto_at_one_mebibyte_on_the_pod():
     pod = sim.preset("tpu-v3-pod")
-    name, why = sim.choose(pod, "all-reduce", 2**20, "tpu-v3")
-    assert name == "pull-halving" and "next swing-halving" in why
+    name, pieces, why = sim.choose(pod, "all-reduce", 2**20, "tpu-v3", pieces=1)
+    assert (name, pieces) == ("pull-halving", 1) and "next swing-halving" in why
     times = {n: sim.closed_form(pod, "all-reduce", 2**20, n) for n in sim.applicable(pod)}
     assert min(times, key=times.get) == "pull-halving"
 

@@ -22,7 +22,8 @@ one dim only: routes stay in their line, and lines never share a link.
   t, moves 2^b chunks back with each hop, and ends on chip t at chunk s, where the direct
   all-to-all leaves it.
 
-Closed forms count, per step: hops x alpha + (routes on the busiest link) x message / beta.
+Closed forms count, per step: (routes on the busiest link) x message / beta, and hops x alpha;
+cost.lockstep adds the steps up, cost.pipelined runs them in pieces.
 """
 
 from __future__ import annotations
@@ -165,9 +166,9 @@ def bruck(topo: Topology, kind: str):
     return n, [Phase("send the half whose offset has bit b set, 2^b chips on", n)], steps
 
 
-# ----- closed forms: (topo, kind, bytes per chip, beta, alpha) -> seconds -------------------
-def recursive_doubling_time(topo, kind, s, beta, alpha):
-    return sum(2**b * (s / beta + alpha) for _, b in _bit_steps(topo))
+# ----- closed forms: (topo, kind, bytes per chip, beta, alpha) -> per step (bytes s, hops s) --
+def recursive_doubling_costs(topo, kind, s, beta, alpha):
+    return [(2**b * s / beta, 2**b * alpha) for _, b in _bit_steps(topo)]
 
 
 def distance(n: int, rho: int) -> int:
@@ -191,30 +192,32 @@ def _routes(n: int, rho: int, sign: int, parity: int, mirror: bool = False) -> i
     return (d + 1) // 2 if parity == movers else d // 2
 
 
-def swing_time(topo, kind, s, beta, alpha):
+def swing_costs(topo, kind, s, beta, alpha):
     """Per step: the longest route of any part, and the busiest link over the parts sharing it."""
     parts = [_swing_steps(topo, order, mirror) for order, mirror in _parts(topo)]
-    return sum(step_time(topo, group, s / len(parts), beta, alpha)
-               for group in zip(*parts, strict=True))  # fmt: skip
+    return [step_cost(topo, group, s / len(parts), beta, alpha)
+            for group in zip(*parts, strict=True)]  # fmt: skip
 
 
-def step_time(topo, group, message, beta, alpha):
-    """One step of parts (dim, signed distance, mirror), each sending `message` bytes per chip."""
+def step_cost(topo, group, message, beta, alpha):
+    """(bytes s, hops s) of one step of parts (dim, signed distance, mirror), each sending
+    `message` bytes per chip."""
     routes = max(
         sum(_routes(topo.shape[d], rho, sign, parity, m) for d, rho, m in group if d == dim)
         for dim, _, _ in group for sign in (1, -1) for parity in (0, 1)
     )  # fmt: skip
     hops = max(distance(topo.shape[d], rho) for d, rho, _ in group)
-    return hops * alpha + routes * message / beta
+    return routes * message / beta, hops * alpha
 
 
-def rabenseifner_time(topo, kind, s, beta, alpha):
-    total, message = 0.0, s
+def rabenseifner_costs(topo, kind, s, beta, alpha):
+    """Halving steps (half of what is left, 2^b hops away), then their doubling twins reversed."""
+    halving, message = [], s
     for _, b in _bit_steps(topo):
         message /= 2
-        total += 2 * 2**b * (message / beta + alpha)  # the halving step and its doubling twin
-    return total
+        halving.append((2**b * message / beta, 2**b * alpha))
+    return halving + halving[::-1]
 
 
-def bruck_time(topo, kind, s, beta, alpha):
-    return sum(2**b * (s / 2 / beta + alpha) for _, b in _bit_steps(topo))
+def bruck_costs(topo, kind, s, beta, alpha):
+    return [(2**b * s / 2 / beta, 2**b * alpha) for _, b in _bit_steps(topo)]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from gspmd_viz.sim.collectives import logarithmic as log
-from gspmd_viz.sim.collectives.swing_halving import classes, halving_all_reduce, halving_time
+from gspmd_viz.sim.collectives.swing_halving import classes, halving_all_reduce, halving_costs
 from gspmd_viz.sim.collectives.topology import Topology
 
 SHORTEST_DIFFERENT = 32  # below this every dim's steps are Swing's (swing-halving's schedule)
@@ -76,5 +76,5 @@ def pull_halving(topo: Topology, kind: str):
                               "add each group's blocks over the long steps")  # fmt: skip
 
 
-def pull_halving_time(topo, kind, s, beta, alpha):
-    return halving_time(topo, s, beta, alpha, pull_distances)
+def pull_halving_costs(topo, kind, s, beta, alpha):
+    return halving_costs(topo, s, beta, alpha, pull_distances)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
 from gspmd_viz.sim.collectives import algorithms as build
-from gspmd_viz.sim.collectives import cost, pull_halving, swing_halving
+from gspmd_viz.sim.collectives import cost, in_flight, pull_halving, swing_halving
 from gspmd_viz.sim.collectives import logarithmic as log
 from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule
 from gspmd_viz.sim.collectives.chips import Chip
@@ -39,6 +40,12 @@ class Algorithm:
     description: str
     unfit: Callable[[Topology], str | None] = lambda topo: None  # why it cannot run there
     twisted_ok: bool = False  # its schedule and closed form hold on a twisted torus
+    costs: Callable | None = None  # (topo, kind, s, beta, alpha) -> per step (bytes s, hops s)
+
+    def runs_in(self, pieces: int) -> bool:
+        """Whether it can run in `pieces` pieces: one always; more when its closed form gives
+        each step's cost (in_flight.py)."""
+        return pieces == 1 or self.costs is not None
 
     def why_not(self, topo: Topology) -> str | None:
         """Why it cannot run on `topo` (None when it can)."""
@@ -59,6 +66,16 @@ def _ring(name, bidirectional, description):
     return Algorithm(name, _HALVES, ANY_RANK, partial(build.ring_like, bidirectional=bidirectional),
                      partial(cost.ring_time, bidirectional=bidirectional), lambda n: n * n,
                      description, twisted_ok=True)  # fmt: skip
+
+
+def _stepped(name, build, costs, transfers, description, unfit, kinds=("all-reduce",)):
+    """A logarithmic algorithm: its closed form step by step, so it can also run in pieces."""
+    return Algorithm(name, kinds, ANY_RANK, build, partial(_in_pieces, costs), transfers,
+                     description, unfit, costs=costs)  # fmt: skip
+
+
+def _in_pieces(costs, topo, kind, s, beta, alpha, pieces=1):
+    return in_flight.closed_form(costs(topo, kind, s, beta, alpha), pieces)
 
 
 def _halving_transfers(n):
@@ -84,30 +101,27 @@ _ENTRIES = [
               lambda n: n * n,
               "every chip sends each other chip its chunk at once (dimension-ordered routes)",
               twisted_ok=True),
-    Algorithm("recursive-doubling", ("all-reduce",), ANY_RANK, log.recursive_doubling,
-              log.recursive_doubling_time, lambda n: n * max(n.bit_length(), 1),
-              "log2(N) steps: swap the whole buffer with the chip 1, 2, 4, ... away and add",
-              log.unfit),
-    Algorithm("rabenseifner", ("all-reduce",), ANY_RANK, log.rabenseifner,
-              log.rabenseifner_time, lambda n: 2 * n * max(n.bit_length(), 1),
-              "recursive halving (reduce-scatter) then recursive doubling (all-gather)",
-              log.unfit),
-    Algorithm("swing", ("all-reduce",), ANY_RANK, log.swing, log.swing_time,
-              lambda n: n * max(n.bit_length(), 1),
-              "recursive doubling with Swing's short-hop peers 1, -1, 3, -5, 11, ... (torus)",
-              partial(log.unfit, need_wrap=True)),
-    Algorithm("swing-halving", ("all-reduce",), ANY_RANK, swing_halving.swing_halving,
-              swing_halving.swing_halving_time, _halving_transfers,
-              "Swing, halving the buffer over its one-hop steps and swapping the rest whole",
-              partial(log.unfit, need_wrap=True)),
-    Algorithm("pull-halving", ("all-reduce",), ANY_RANK, pull_halving.pull_halving,
-              pull_halving.pull_halving_time, _halving_transfers,
-              "swing-halving with one-way long steps 3, -8, ..., -5 summing to a dim's diameter",
-              pull_halving.unfit),
-    Algorithm("bruck", ("all-to-all",), ANY_RANK, log.bruck, log.bruck_time,
-              lambda n: n * n // 2 * max(n.bit_length(), 1),
-              "log2(N) steps: half the buffer 1, 2, 4, ... chips on (radix-2 Bruck index)",
-              partial(log.unfit, need_wrap=True)),
+    _stepped("recursive-doubling", log.recursive_doubling, log.recursive_doubling_costs,
+             lambda n: n * max(n.bit_length(), 1),
+             "log2(N) steps: swap the whole buffer with the chip 1, 2, 4, ... away and add",
+             log.unfit),
+    _stepped("rabenseifner", log.rabenseifner, log.rabenseifner_costs,
+             lambda n: 2 * n * max(n.bit_length(), 1),
+             "recursive halving (reduce-scatter) then recursive doubling (all-gather)", log.unfit),
+    _stepped("swing", log.swing, log.swing_costs, lambda n: n * max(n.bit_length(), 1),
+             "recursive doubling with Swing's short-hop peers 1, -1, 3, -5, 11, ... (torus)",
+             partial(log.unfit, need_wrap=True)),
+    _stepped("swing-halving", swing_halving.swing_halving, swing_halving.swing_halving_costs,
+             _halving_transfers,
+             "Swing, halving the buffer over its one-hop steps and swapping the rest whole",
+             partial(log.unfit, need_wrap=True)),
+    _stepped("pull-halving", pull_halving.pull_halving, pull_halving.pull_halving_costs,
+             _halving_transfers,
+             "swing-halving with one-way long steps 3, -8, ..., -5 summing to a dim's diameter",
+             pull_halving.unfit),
+    _stepped("bruck", log.bruck, log.bruck_costs, lambda n: n * n // 2 * max(n.bit_length(), 1),
+             "log2(N) steps: half the buffer 1, 2, 4, ... chips on (radix-2 Bruck index)",
+             partial(log.unfit, need_wrap=True), kinds=("all-to-all",)),
 ]  # fmt: skip
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in _ENTRIES}
 # the default per torus rank, when it serves the collective (else the first that does)
@@ -131,24 +145,44 @@ def applicable(topo: Topology, kind: str = "all-reduce") -> list[str]:
     return [a.name for a in entries if topo.ndim in a.ranks and a.why_not(topo) is None]
 
 
-def choose(topo: Topology, kind: str, nbytes: float, chip: str | Chip) -> tuple[str, str]:
-    """``algorithm="auto"``: the fastest closed form among the algorithms that run here.
+class Choice(NamedTuple):
+    algorithm: str
+    pieces: int
+    why: str
 
-    Returns (name, why): the why names the runner-up and the regime (latency- or bandwidth-bound).
+
+def label(algorithm: str, pieces: int = 1) -> str:
+    """`pull-halving`, or `pull-halving in 4 pieces`."""
+    return algorithm if pieces == 1 else f"{algorithm} in {pieces} pieces"
+
+
+def choose(
+    topo: Topology, kind: str, nbytes: float, chip: str | Chip, pieces: int | None = None
+) -> Choice:
+    """``algorithm="auto"``: the fastest closed form among the algorithms that run here, each
+    in every count of pieces of ``in_flight.PIECES`` it can run in (or in `pieces` only).
+
+    The why names the runner-up among the other algorithms and the regime (latency- or
+    bandwidth-bound).
     """
     spec = get_chip(chip)
+    counts = in_flight.PIECES if pieces is None else (in_flight.check_pieces(pieces),)
     n_chips = topo.n_chips
     fits = [n for n in applicable(topo, kind) if ALGORITHMS[n].transfers(n_chips) <= MAX_TRANSFERS]
-    if not fits:
-        raise ValueError(f"no {kind} algorithm runs on {topo.describe()} within the transfer cap")
-    times = sorted((closed_form(topo, kind, nbytes, n, spec), n) for n in fits)
-    (best_t, best), rest = times[0], times[1:]
+    tries = [(n, k) for n in fits for k in counts if ALGORITHMS[n].runs_in(k)]
+    if not tries:
+        raise ValueError(f"no {kind} algorithm runs on {topo.describe()} in {counts[0]} pieces "
+                         "within the transfer cap")  # fmt: skip
+    times = sorted((closed_form(topo, kind, nbytes, n, spec, k), k, n) for n, k in tries)
+    best_t, best_k, best = times[0]
+    rest = [(t, k, n) for t, k, n in times if n != best]
     bound = cost.lower_bound(topo, kind, nbytes, spec)
     regime = "latency-bound" if best_t > 2 * bound else "bandwidth-bound"
-    why = f"auto: {best} {format_time(best_t)} is the fastest closed form here ({regime}"
+    why = f"auto: {label(best, best_k)} {format_time(best_t)} is the fastest closed form here"
+    why += f" ({regime}"
     if rest:
-        why += f"; next {rest[0][1]} {format_time(rest[0][0])}"
-    return best, why + ")"
+        why += f"; next {label(rest[0][2], rest[0][1])} {format_time(rest[0][0])}"
+    return Choice(best, best_k, why + ")")
 
 
 def describe(name: str) -> str:
@@ -156,8 +190,9 @@ def describe(name: str) -> str:
     return lookup(name, None).description
 
 
-def lookup(name: str, kind: str | None, topo: Topology | None = None) -> Algorithm:
-    """The registry entry `name`, checked to serve `kind` on `topo`; clear errors otherwise."""
+def lookup(name: str, kind: str | None, topo: Topology | None = None, pieces: int = 1) -> Algorithm:
+    """The registry entry `name`, checked to serve `kind` on `topo` in `pieces` pieces; clear
+    errors otherwise."""
     if kind is not None:
         check_kind(kind)
         if name not in algorithms(kind):
@@ -172,6 +207,10 @@ def lookup(name: str, kind: str | None, topo: Topology | None = None) -> Algorit
     reason = entry.why_not(topo) if topo is not None else None
     if reason:
         raise ValueError(f"algorithm {name!r} cannot run on shape {topo.shape}: {reason}")
+    if not entry.runs_in(in_flight.check_pieces(pieces)):
+        stepped = ", ".join(a.name for a in _ENTRIES if a.costs is not None)
+        raise ValueError(f"algorithm {name!r} runs in one piece; pieces={pieces} needs a closed "
+                         f"form step by step, which these have: {stepped}")  # fmt: skip
     return entry
 
 
@@ -203,17 +242,23 @@ def closed_form(
     nbytes: float = 2**20,
     algorithm: str | None = None,
     chip: str | Chip | None = None,
+    pieces: int | None = None,
 ) -> float:
-    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`.
+    """Alpha-beta time (seconds) of `algorithm` for `kind` of `nbytes` per chip on `topo`, the
+    payload run in `pieces` pieces (default one; in_flight.py).
 
     `chip` defaults to the one a preset of today's pods names ("tpu-v3" otherwise);
-    `algorithm="auto"` prices the one ``choose`` picks.
+    `algorithm="auto"` prices the one ``choose`` picks (and its pieces, unless given).
     """
     check_kind(kind)
     spec = get_chip(chip or chip_of(topo))
     if algorithm == "auto":
-        algorithm = choose(topo, kind, nbytes, spec)[0]
-    entry = lookup(algorithm or default_algorithm(topo, kind), kind, topo)
+        algorithm, pieces, _ = choose(topo, kind, nbytes, spec, pieces)
+    pieces = 1 if pieces is None else pieces
+    entry = lookup(algorithm or default_algorithm(topo, kind), kind, topo, pieces)
     if topo.n_chips == 1:
         return 0.0
-    return entry.time(topo, kind, float(nbytes), spec.ici_link_bandwidth_Bps, spec.hop_latency_s)
+    beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
+    if pieces == 1:
+        return entry.time(topo, kind, float(nbytes), beta, alpha)
+    return entry.time(topo, kind, float(nbytes), beta, alpha, pieces)

@@ -2,7 +2,9 @@
 
 A step lasts as long as its busiest link: max over links of (bytes on the link / link bandwidth)
 plus the longest route in the step times the per-hop latency. Steps run one after another
-(lockstep), so a fast transfer waits for the slowest one of its step.
+(lockstep), so a fast transfer waits for the slowest one of its step. With `pieces` > 1 the
+payload runs as that many pieces, one behind the other (in_flight.py): every link keeps its own
+clock, and a piece's step starts on a link when the piece is ready and the link is free.
 """
 
 from __future__ import annotations
@@ -11,12 +13,19 @@ import dataclasses
 
 import numpy as np
 
-from gspmd_viz.sim.collectives import cost
+from gspmd_viz.sim.collectives import cost, in_flight
 from gspmd_viz.sim.collectives.algorithms import CollectiveSchedule, Step
 from gspmd_viz.sim.collectives.chips import Chip
 from gspmd_viz.sim.collectives.chips import chip as get_chip
 from gspmd_viz.sim.collectives.presets import chip_of
-from gspmd_viz.sim.collectives.registry import check_kind, choose, default_algorithm, schedule
+from gspmd_viz.sim.collectives.registry import (
+    check_kind,
+    choose,
+    default_algorithm,
+    label,
+    lookup,
+    schedule,
+)
 from gspmd_viz.sim.collectives.topology import Topology
 from gspmd_viz.units import format_bytes, format_time
 
@@ -52,6 +61,7 @@ class StepRecord:
     max_hops: int
     start_s: float
     time_s: float
+    piece: int = 0  # which piece of the payload (in_flight.py); 0 in lockstep
 
     @property
     def max_link_bytes(self) -> float:
@@ -88,10 +98,12 @@ class Timeline:
     time_s: float
     lower_bound_s: float
     why: str = ""  # why algorithm="auto" chose this algorithm
+    pieces: int = 1  # the payload runs as this many pieces, one behind the other
 
     def summary(self) -> str:
         lines = [
-            f"{self.kind} of {format_bytes(self.nbytes)}/chip, {self.algorithm}, "
+            f"{self.kind} of {format_bytes(self.nbytes)}/chip, "
+            f"{label(self.algorithm, self.pieces)}, "
             f"{self.topo.describe()}, {self.chip.name}",
             f"  total {format_time(self.time_s)} in {len(self.steps)} steps; {self._bound_text()}",
         ]
@@ -142,47 +154,63 @@ def simulate(
     algorithm: str | None = None,
     chip: str | Chip | None = None,
     pad: bool = False,
+    pieces: int | None = None,
 ) -> Timeline:
-    """Simulate collective `kind` of `nbytes` per chip with `algorithm` on `topo`, link by link.
+    """Simulate collective `kind` of `nbytes` per chip with `algorithm` on `topo`, link by link,
+    the payload run as `pieces` pieces (default one: lockstep; in_flight.py).
 
     `chip` defaults to the one a preset of today's pods names ("tpu-v3" otherwise);
-    `algorithm="auto"` picks the fastest closed form and says why in ``Timeline.why``.
+    `algorithm="auto"` picks the fastest closed form (and its pieces, unless given) and says why
+    in ``Timeline.why``.
     """
     check_kind(kind)
     spec = get_chip(chip or chip_of(topo))
     why = ""
     if algorithm == "auto":
         check_nbytes(nbytes, 1, "auto", pad)
-        algorithm, why = choose(topo, kind, nbytes, spec)
+        algorithm, pieces, why = choose(topo, kind, nbytes, spec, pieces)
     algorithm = algorithm or default_algorithm(topo, kind)
+    pieces = 1 if pieces is None else pieces
+    lookup(algorithm, kind, topo, pieces)
     sched = schedule(topo, kind, algorithm)
-    chunk_bytes = check_nbytes(nbytes, sched.n_chunks, algorithm, pad)
-    return dataclasses.replace(run_schedule(sched, nbytes, chunk_bytes, spec), why=why)
+    piece_bytes = check_nbytes(nbytes, sched.n_chunks * pieces, label(algorithm, pieces), pad)
+    timeline = run_schedule(sched, nbytes, piece_bytes * pieces, spec, pieces)
+    return dataclasses.replace(timeline, why=why)
 
 
 def run_schedule(
-    sched: CollectiveSchedule, nbytes: int, chunk_bytes: float, spec: Chip
+    sched: CollectiveSchedule, nbytes: int, chunk_bytes: float, spec: Chip, pieces: int = 1
 ) -> Timeline:
-    records = time_steps(sched, chunk_bytes, spec)
-    t = records[-1].start_s + records[-1].time_s if records else 0.0
+    records = time_steps(sched, chunk_bytes, spec, pieces)
+    t = max((r.start_s + r.time_s for r in records), default=0.0)
     phases = phase_records(sched, records, chunk_bytes)
     lb = cost.lower_bound(sched.topo, sched.kind, nbytes, chip=spec)
     return Timeline(sched.topo, sched.kind, sched.algorithm, spec, nbytes, chunk_bytes, sched,
-                    records, phases, t, lb)  # fmt: skip
+                    records, phases, t, lb, pieces=pieces)  # fmt: skip
 
 
-def time_steps(sched: CollectiveSchedule, chunk_bytes: float, spec: Chip) -> list[StepRecord]:
-    """Route every step of `sched` on its topology and time it by its busiest link."""
+def time_steps(
+    sched: CollectiveSchedule, chunk_bytes: float, spec: Chip, pieces: int = 1
+) -> list[StepRecord]:
+    """Route every step of `sched` on its topology and time it by its busiest link, for each of
+    `pieces` pieces of every chunk, in the order the pieces' steps start (in_flight.run)."""
     beta, alpha = spec.ici_link_bandwidth_Bps, spec.hop_latency_s
-    records, t = [], 0.0
-    routes = _RouteCache(sched.topo)
-    for i, st in enumerate(sched.steps):
+    link_free = np.zeros(len(sched.topo.link_dst))  # [link id] when it ends what it was given
+    records, routes = [], _RouteCache(sched.topo)
+
+    def advance(i, piece, t):
+        st = sched.steps[i]
         *_, links, max_hops = routes(st.src, st.dst)  # routed once per distinct src, dst
-        nb, load = routes.loads(st, chunk_bytes)
-        dt = load.max(initial=0.0) / beta + max_hops * alpha
+        nb, load = routes.loads(st, chunk_bytes / pieces)
+        busy = np.maximum(link_free[links] - t, 0.0) + load / beta  # waiting, then sending
+        link_free[links] = t + busy
+        dt = busy.max(initial=0.0) + max_hops * alpha
         name = sched.phases[st.phase].name
-        records.append(StepRecord(i, st.phase, name, st, nb, links, load, max_hops, t, dt))
-        t += dt
+        records.append(StepRecord(len(records), st.phase, name, st, nb, links, load, max_hops,
+                                  t, dt, piece))  # fmt: skip
+        return t + dt
+
+    in_flight.run(len(sched.steps), pieces, advance)
     return records
 
 
@@ -224,16 +252,14 @@ class _RouteCache:
 
 
 def phase_records(sched, records, chunk_bytes):
+    """Per phase of `sched`: its payload, and its time from its first step's start to its last
+    step's end (the sum of its steps' times in lockstep; pieces overlap phases)."""
     out = []
     for p, ph in enumerate(sched.phases):
-        idx = [r.index for r in records if r.phase == p]
-        out.append(
-            PhaseRecord(
-                ph.name,
-                ph.payload_chunks * chunk_bytes,
-                float(sum(records[i].time_s for i in idx)),
-                idx[0] if idx else 0,
-                len(idx),
-            )
-        )
+        mine = [r for r in records if r.phase == p]
+        start = min((r.start_s for r in mine), default=0.0)
+        end = max((r.start_s + r.time_s for r in mine), default=0.0)
+        first = mine[0].index if mine else 0
+        out.append(PhaseRecord(ph.name, ph.payload_chunks * chunk_bytes, end - start, first,
+                               len(mine)))  # fmt: skip
     return out

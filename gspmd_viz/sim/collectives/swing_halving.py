@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from gspmd_viz.sim.collectives.algorithms import Phase, Step
-from gspmd_viz.sim.collectives.logarithmic import _check, _parts, signed_peers, step_time, swing_rho
+from gspmd_viz.sim.collectives.logarithmic import _check, _parts, signed_peers, step_cost, swing_rho
 from gspmd_viz.sim.collectives.topology import Topology
 
 
@@ -124,15 +124,15 @@ def swing_halving(topo: Topology, kind: str):
                               "swap and add what is left over the longer steps")  # fmt: skip
 
 
-def halving_time(topo, s, beta, alpha, distances=swing_distances):
+def halving_costs(topo, s, beta, alpha, distances=swing_distances):
     """Per step: longest route, and the busiest link over the parts (each its own message)."""
     steps = [part_steps(topo, order, mirror, distances) for order, mirror in _parts(topo)]
     h, n = halving_steps(steps[0]), len(steps[0])
     timeline = [(k, min(k + 1, h)) for k in range(n)] + [(k, k + 1) for k in reversed(range(h))]
     part_bytes = s / len(steps)
-    return sum(step_time(topo, [p[k] for p in steps], part_bytes / 2**halvings, beta, alpha)
-               for k, halvings in timeline)  # fmt: skip
+    return [step_cost(topo, [p[k] for p in steps], part_bytes / 2**halvings, beta, alpha)
+            for k, halvings in timeline]  # fmt: skip
 
 
-def swing_halving_time(topo, kind, s, beta, alpha):
-    return halving_time(topo, s, beta, alpha)
+def swing_halving_costs(topo, kind, s, beta, alpha):
+    return halving_costs(topo, s, beta, alpha)
