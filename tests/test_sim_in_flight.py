@@ -6,23 +6,14 @@ and the bounds no schedule beats (diameter x alpha, the bandwidth lower bound).
 """
 
 import pytest
+import test_sim_logarithmic  # its topologies, and how it names them
 from hypothesis import given
 from hypothesis import strategies as st
 
 import gspmd_viz.sim as sim
 from gspmd_viz.sim import in_flight
 
-TOPOLOGIES = [
-    sim.torus((2,)),
-    sim.torus((8,)),
-    sim.torus((32,)),
-    sim.torus((4, 4)),
-    sim.torus((8, 16)),
-    sim.torus((4, 8), wrap=False),
-    sim.torus((2, 4, 8)),
-    sim.preset("tpu-v5e-8x16"),
-    sim.torus((32, 32)),
-]
+TOPOLOGIES = [*test_sim_logarithmic.TOPOLOGIES, sim.torus((32, 32))]
 STEPPED = [a.name for a in sim.ALGORITHMS.values() if a.costs is not None]
 
 
@@ -31,10 +22,6 @@ def _cases(topo):
         for name in sim.applicable(topo, kind):
             if name in STEPPED and sim.ALGORITHMS[name].transfers(topo.n_chips) <= 10**6:
                 yield kind, name
-
-
-def _ids(topo):
-    return "x".join(map(str, topo.shape)) + "-" + "".join("tf"[not w] for w in topo.wrap)
 
 
 def _busiest_every_step(tl) -> bool:
@@ -47,7 +34,7 @@ def _busiest_every_step(tl) -> bool:
     return bool(common)
 
 
-@pytest.mark.parametrize("topo", TOPOLOGIES[:4], ids=_ids)
+@pytest.mark.parametrize("topo", TOPOLOGIES[:4], ids=test_sim_logarithmic._ids)
 def test_one_piece_is_lockstep(topo):
     """Each step its busiest link's bytes / beta plus its longest route x alpha, one after
     another: the records tile the time exactly."""
@@ -82,7 +69,7 @@ def test_identical_steps_follow_the_pipeline_formula(n_steps, pieces, step_bytes
     assert in_flight.closed_form(costs, pieces) == pytest.approx(want, rel=1e-9)
 
 
-@pytest.mark.parametrize("topo", TOPOLOGIES, ids=_ids)
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=test_sim_logarithmic._ids)
 def test_simulator_equals_closed_form_where_one_link_is_busiest_in_every_step(topo):
     """The closed form keeps one clock for the busiest link: exact when one link is busiest in
     every step; otherwise steps of different links overlap and the simulator ends sooner."""
