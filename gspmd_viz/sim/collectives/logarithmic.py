@@ -23,7 +23,7 @@ one dim only: routes stay in their line, and lines never share a link.
   all-to-all leaves it.
 
 Closed forms count, per step: (routes on the busiest link) x message / beta, and hops x alpha;
-cost.lockstep adds the steps up, cost.pipelined runs them in pieces.
+in_flight.closed_form runs them one after another (one piece: lockstep) or in pieces.
 """
 
 from __future__ import annotations

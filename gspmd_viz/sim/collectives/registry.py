@@ -171,8 +171,9 @@ def choose(
     fits = [n for n in applicable(topo, kind) if ALGORITHMS[n].transfers(n_chips) <= MAX_TRANSFERS]
     tries = [(n, k) for n in fits for k in counts if ALGORITHMS[n].runs_in(k)]
     if not tries:
-        raise ValueError(f"no {kind} algorithm runs on {topo.describe()} in {counts[0]} pieces "
-                         "within the transfer cap")  # fmt: skip
+        given = "" if pieces is None else f" in {pieces} pieces"
+        raise ValueError(f"no {kind} algorithm runs on {topo.describe()}{given} within the "
+                         "transfer cap")  # fmt: skip
     times = sorted((closed_form(topo, kind, nbytes, n, spec, k), k, n) for n, k in tries)
     best_t, best_k, best = times[0]
     rest = [(t, k, n) for t, k, n in times if n != best]
