@@ -36,7 +36,7 @@ from gspmd_viz.core.program.trace import Equation, Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.reshard.planner import least_wire_bytes, reshard_plan
 from gspmd_viz.core.rules.factors import FactorRule
-from gspmd_viz.core.rules.registry import entry_for
+from gspmd_viz.core.rules.registry import entry_for, point_flops
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, combine_collectives
 
@@ -111,6 +111,15 @@ class EquationSplit:
         self._sanitized: dict[tuple, FactorAxes] = {}  # split asked about -> split made
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
         self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
+
+    @functools.cached_property
+    def point_flops(self) -> float:
+        """FLOPs per point of the factor loop nest (registry.point_flops), asked once."""
+        return point_flops(self.eqn)
+
+    @functools.cached_property
+    def factor_sizes(self) -> tuple[int, ...]:
+        return tuple(f.size for f in self.rule.factors)
 
     def halo_factors(self) -> dict[int, int]:
         """Windowed factor -> operand-0 dim a halo exchange may split."""
@@ -327,9 +336,10 @@ class EquationSplit:
             if not self.halo_operands
             else self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         )
+        operands, results = self.tensor_shardings(fa)
         fetched = dict.fromkeys(  # in operand order; one read twice (concatenate([h, h])) once
             (v, target)
-            for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)
+            for v, target in zip(e.inputs, operands, strict=True)
             if isinstance(v, Value)
         )
         for v, target in fetched:
@@ -337,24 +347,25 @@ class EquationSplit:
             if above is not None and total > above:  # the other fetches need no plan
                 return total
         past = None if above is None else lambda bytes_: total + bytes_ > above
-        return total + self.handoff_bytes(fa, costs.handoff_cost, past)
+        return total + self._handoff_bytes(fa, results, costs.handoff_cost, past)
 
     def handoff_bytes(self, fa: FactorAxes, handoff, past: Callable | None = None) -> float:
         """Bytes to combine partial results and hand each result on (`handoff(v, local,
         past)`). With `past` (bytes -> do they exceed the caller's budget?), the bytes so far
         once past() holds for them: the rest is not priced (a handoff so told may stop as
         soon as its own bytes, added to those before it, are past the budget)."""
+        return self._handoff_bytes(fa, self.tensor_shardings(fa)[1], handoff, past)
+
+    def _handoff_bytes(self, fa: FactorAxes, results: tuple, handoff, past) -> float:
+        """handoff_bytes, given the results' shardings under fa."""
         total = 0.0
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
-            combined = combine_collectives(
-                self.eqn, self.combine, red, self.sizes, self.result_sharding(fa, 0)
-            )
+            combined = combine_collectives(self.eqn, self.combine, red, self.sizes, results[0])
             total += sum(c.wire_bytes for c in combined)
-        for j, v in enumerate(self.eqn.outputs):
+        for v, local in zip(self.eqn.outputs, results, strict=True):
             if past is not None and past(total):
                 return total
-            local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
                 local = self.sharding(local.spec)  # combined right away
             total += handoff(v, local, past and functools.partial(past_after, past, total))
@@ -366,8 +377,8 @@ class EquationSplit:
         found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
             if isinstance(v, Value):
-                for s in costs.available(v):
-                    found += [self.from_tensor(t, s), *self.rehomed(self.from_tensor(t, s))]
+                for implied in (self.from_tensor(t, s) for s in costs.available(v)):
+                    found += [implied, *self.rehomed(implied)]
         for s, t in zip(self.propagated, rule.results, strict=True):
             found.append(self.from_tensor(t, s))
         for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
