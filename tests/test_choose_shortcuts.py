@@ -45,7 +45,13 @@ def _head_ranker_eager(q, costs, promise, lazy=False):
     return head
 
 
+def _promise_always(splits, costs, repeating):
+    """The reference: what the operands promise worked out for every choice."""
+    return split_cost.promised_by_any(splits, costs)
+
+
 REFERENCES = (
+    (choose_split, "_promise", _promise_always),  # even where no rule may repeat work
     (choose_split, "_lowest", _every_key),  # every candidate ranked in full
     (choose_split, "head_ranker", _head_ranker_eager),
     (split_cost, "head_ranker", _head_ranker_eager),  # rank_head's too

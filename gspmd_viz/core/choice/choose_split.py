@@ -451,9 +451,10 @@ def choose(
     first = q0.sanitize(q0.settled)
     settled_cost = q0.cost(first, costs)
     free = settled_cost == 0 and not q0.covers(first) and not sliced_after(q0, first, costs)
-    if free and repeats_nothing(q0, costs):  # done once whatever the operands promise: what
-        return q0, first, False  # they promise is not worked out
-    promise = promised_by_any(splits, costs)
+    repeating = [q for q in splits if not repeats_nothing(q, costs)]
+    if free and q0 not in repeating:  # done once whatever the operands promise: what they
+        return q0, first, False  # promise is not worked out
+    promise = _promise(splits, costs, repeating)
     if free and twice(q0, first, costs, promise) == 1:
         return q0, first, False
     candidates = {q: q.candidates(costs) for q in splits}
@@ -466,6 +467,13 @@ def choose(
         shared = _shared(candidates, found, best)
         best, lowest = _lowest(shared, key, heads, prune, best, lowest)
     return best
+
+
+def _promise(splits: list[EquationSplit], costs: Costs, repeating: list) -> set[str]:
+    """promised_by_any, worked out only if a rule may repeat work (`repeating`: the splits
+    for which split_cost.repeats_nothing fails): no other rule's rank reads what the operands
+    promise (split_cost.twice_counter), so for none of them it is worked out."""
+    return promised_by_any(splits, costs) if repeating else set()
 
 
 def _pruning(splits: list[EquationSplit], also: tuple, ranked: dict | None) -> Callable | None:
