@@ -179,6 +179,8 @@ class EquationSplit:
 
     def covers(self, fa: FactorAxes) -> bool:
         """Does this split exchange halos that cover a dim (XLA gathers it instead)?"""
+        if not self.halo_operands:  # most equations: asked at every costing
+            return False
         return any(self.covering(s) for k in self.halo_operands for s in self.halo_splits(fa, k))
 
     def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
@@ -496,14 +498,17 @@ def _cuttable(q0: EquationSplit, exact: tuple, q: EquationSplit, fa: FactorAxes)
 def _keyer(q0: EquationSplit, first, settled_cost: float, costs: Costs, promise, ranked):
     """choose's key of a (split, factor split, shared) candidate given its rank head and an
     `above` (see _lowest): rank, then whether it covers a dim with halos; the settled split's
-    wire bytes are known already. Fills `ranked` (if given) with each first-rule rank worked
-    out in full (not one whose costing stopped past `above`)."""
+    wire bytes are known already. A split whose costing stopped past `above` (the lowest
+    key's wire bytes; heads tied) is keyed by its head and those bytes alone: they make it
+    lose. Fills `ranked` (if given) with each first-rule rank worked out in full."""
 
     def key(qfs, head, above=None) -> tuple:
         q, fa, _ = qfs
         wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs, above)
+        if above is not None and wire > above:  # its head ties the lowest's: it loses there
+            return (*head[0], wire)
         ranks = rank(q, fa, costs, wire, promise, head)
-        if ranked is not None and q is q0 and (above is None or wire <= above):  # exact ranks
+        if ranked is not None and q is q0:  # exact ranks
             ranked[frozen(fa)] = (*ranks[:-1], int(ranks[-1]))  # the bytes held read
         return (*ranks, q.covers(fa))
 
