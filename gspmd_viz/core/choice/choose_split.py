@@ -202,6 +202,11 @@ class EquationSplit:
             total += sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype))
         return float(total)
 
+    @functools.cached_property
+    def summed_factors(self) -> frozenset[int]:
+        """The factors `summed` holds for."""
+        return frozenset(f for f in range(len(self.rule.factors)) if self.summed(f))
+
     def summed(self, f: int) -> bool:
         """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
         return self.rule.factors[f].kind in ("reduction", "windowed-sum") or f in self.lookup
@@ -293,11 +298,13 @@ class EquationSplit:
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
         """Mesh axes holding partial results; a size-1 axis splits nothing, so none there.
         Worked out once per split (costing, masks and the local op all ask)."""
+        if not self.summed_factors:  # an add, a transpose: no split leaves partial results
+            return ()
         key = tuple(fa.items())
         found = self._reductions.get(key)
         if found is None:
-            summed = (a for f, axes in key if self.summed(f) for a in axes if self.sizes[a] > 1)
-            red = set(summed)
+            summed = self.summed_factors
+            red = {a for f, axes in key if f in summed for a in axes if self.sizes[a] > 1}
             found = self._reductions[key] = tuple(a for a in self.mesh.axis_names if a in red)
         return found
 
