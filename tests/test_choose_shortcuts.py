@@ -10,7 +10,9 @@ winner must be the reference's, each rank recorded the reference's, and both pla
 winner recorded; the whole plan (its per-device program, notes, costs and gather-or-reduce
 records) must be the reference's, on the zoo (with no chip, and chips so small that some
 splits do not fit), the keras-hub models and random programs after an FSDP dot
-(tests/fuzz_programs.py)."""
+(tests/fuzz_programs.py). What the operands promise is worked out only where a rule may
+repeat work, weighing only the factors some operand splits: every promise must be that of
+weighing every factor (and the choices those of always working it out)."""
 
 import dataclasses
 
@@ -45,7 +47,33 @@ def _head_ranker_eager(q, costs, promise, lazy=False):
     return head
 
 
+def _promise_always(splits, costs, repeating):
+    """The reference: what the operands promise worked out for every choice."""
+    return split_cost.promised_by_any(splits, costs)
+
+
+def _promised_every_factor(q, costs):
+    """The reference: split_cost.promised weighing every factor an operand holds, split or
+    not, each operand's bytes read whatever the op."""
+    found: dict[int, list] = {}
+    arrived = split_cost.arrivals(q, costs)
+    axes = split_cost._split_by_every_operand([split for *_, split in arrived])
+    for v, tensor, sharding, split in arrived:
+        axes |= set(sharding.unreduced)
+        for f in {f for fs in tensor for f in fs}:
+            found.setdefault(f, []).append((set(split.get(f, ())), split_cost._value_bytes(v)))
+    windowed = any(f.kind.startswith("windowed") for f in q.rule.factors)
+    for held in found.values():
+        sets = [s for s, _ in held]
+        agreed = set.intersection(*sets)
+        if agreed or all(sets) or (windowed and split_cost._split_holder_bigger(held)):
+            axes |= agreed or set.union(*sets)
+    return axes
+
+
 REFERENCES = (
+    (split_cost, "promised", _promised_every_factor),  # factors no operand splits weighed
+    (choose_split, "_promise", _promise_always),  # even where no rule may repeat work
     (choose_split, "_lowest", _every_key),  # every candidate ranked in full
     (choose_split, "head_ranker", _head_ranker_eager),
     (split_cost, "head_ranker", _head_ranker_eager),  # rank_head's too
@@ -109,3 +137,34 @@ def test_keras_hub_choices_are_those_of_ranking_every_candidate(name):
 @given(programs(max_steps=2, first=fsdp_dot))
 def test_random_choices_are_those_of_ranking_every_candidate(p):
     assert_same_as_every_rank(gv.propagate(gv.trace(p.fn, *p.args)))
+
+
+_REAL_PROMISED = split_cost.promised
+
+
+def _checked_promised(q, costs):
+    ours = _REAL_PROMISED(q, costs)
+    assert ours == _promised_every_factor(q, costs)
+    return ours
+
+
+def assert_promises_of_every_factor(prop):
+    """Every promise worked out in a partition (every pass, every rule) the reference's."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(split_cost, "promised", _checked_promised)
+        gv.partition(prop)
+
+
+@pytest.mark.parametrize("name", sorted(examples.ZOO) + list(MODELS))
+def test_promises_are_those_of_weighing_every_factor(name):
+    ex = examples.get(name) if name in examples.ZOO else None
+    f, args = (ex.fn, ex.args) if ex else build(name)
+    assert_promises_of_every_factor(gv.propagate(gv.trace(f, *args)))
+
+
+@settings(
+    max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(programs(max_steps=3))
+def test_random_promises_are_those_of_weighing_every_factor(p):
+    assert_promises_of_every_factor(gv.propagate(gv.trace(p.fn, *p.args)))

@@ -36,7 +36,7 @@ from gspmd_viz.core.program.trace import Equation, Value
 from gspmd_viz.core.propagation.record import FactorAxes
 from gspmd_viz.core.reshard.planner import least_wire_bytes, reshard_plan
 from gspmd_viz.core.rules.factors import FactorRule
-from gspmd_viz.core.rules.registry import entry_for
+from gspmd_viz.core.rules.registry import entry_for, point_flops
 from gspmd_viz.core.sharding.sharding import Sharding
 from gspmd_viz.core.spmd.reduce_combine import RIGHT_AWAY, combine_collectives
 
@@ -112,6 +112,15 @@ class EquationSplit:
         self._implied: dict[tuple, FactorAxes] = {}  # (tensor, spec) -> from_tensor's split
         self._reductions: dict[tuple, tuple] = {}  # split -> reduction_axes
 
+    @functools.cached_property
+    def point_flops(self) -> float:
+        """FLOPs per point of the factor loop nest (registry.point_flops), asked once."""
+        return point_flops(self.eqn)
+
+    @functools.cached_property
+    def factor_sizes(self) -> tuple[int, ...]:
+        return tuple(f.size for f in self.rule.factors)
+
     def halo_factors(self) -> dict[int, int]:
         """Windowed factor -> operand-0 dim a halo exchange may split."""
         rule = self.rule
@@ -170,6 +179,8 @@ class EquationSplit:
 
     def covers(self, fa: FactorAxes) -> bool:
         """Does this split exchange halos that cover a dim (XLA gathers it instead)?"""
+        if not self.halo_operands:  # most equations: asked at every costing
+            return False
         return any(self.covering(s) for k in self.halo_operands for s in self.halo_splits(fa, k))
 
     def halo_splits(self, fa: FactorAxes, operand: int = 0) -> tuple[SpatialSplit, ...]:
@@ -190,6 +201,11 @@ class EquationSplit:
             local = self.operand_sharding(fa, k).shard_shape(v.shape)
             total += sum(p.bytes_per_sender for p in halo_permutes(splits, local, v.dtype))
         return float(total)
+
+    @functools.cached_property
+    def summed_factors(self) -> frozenset[int]:
+        """The factors `summed` holds for."""
+        return frozenset(f for f in range(len(self.rule.factors)) if self.summed(f))
 
     def summed(self, f: int) -> bool:
         """Does splitting factor f leave partial results (a reduction, or a split lookup)?"""
@@ -282,11 +298,13 @@ class EquationSplit:
     def reduction_axes(self, fa: FactorAxes) -> tuple[str, ...]:
         """Mesh axes holding partial results; a size-1 axis splits nothing, so none there.
         Worked out once per split (costing, masks and the local op all ask)."""
+        if not self.summed_factors:  # an add, a transpose: no split leaves partial results
+            return ()
         key = tuple(fa.items())
         found = self._reductions.get(key)
         if found is None:
-            summed = (a for f, axes in key if self.summed(f) for a in axes if self.sizes[a] > 1)
-            red = set(summed)
+            summed = self.summed_factors
+            red = {a for f, axes in key if f in summed for a in axes if self.sizes[a] > 1}
             found = self._reductions[key] = tuple(a for a in self.mesh.axis_names if a in red)
         return found
 
@@ -327,9 +345,10 @@ class EquationSplit:
             if not self.halo_operands
             else self.halo_bytes(fa, functools.partial(costs.exchanged, self.eqn))
         )
+        operands, results = self.tensor_shardings(fa)
         fetched = dict.fromkeys(  # in operand order; one read twice (concatenate([h, h])) once
             (v, target)
-            for v, target in zip(e.inputs, self.tensor_shardings(fa)[0], strict=True)
+            for v, target in zip(e.inputs, operands, strict=True)
             if isinstance(v, Value)
         )
         for v, target in fetched:
@@ -337,24 +356,25 @@ class EquationSplit:
             if above is not None and total > above:  # the other fetches need no plan
                 return total
         past = None if above is None else lambda bytes_: total + bytes_ > above
-        return total + self.handoff_bytes(fa, costs.handoff_cost, past)
+        return total + self._handoff_bytes(fa, results, costs.handoff_cost, past)
 
     def handoff_bytes(self, fa: FactorAxes, handoff, past: Callable | None = None) -> float:
         """Bytes to combine partial results and hand each result on (`handoff(v, local,
         past)`). With `past` (bytes -> do they exceed the caller's budget?), the bytes so far
         once past() holds for them: the rest is not priced (a handoff so told may stop as
         soon as its own bytes, added to those before it, are past the budget)."""
+        return self._handoff_bytes(fa, self.tensor_shardings(fa)[1], handoff, past)
+
+    def _handoff_bytes(self, fa: FactorAxes, results: tuple, handoff, past) -> float:
+        """handoff_bytes, given the results' shardings under fa."""
         total = 0.0
         red = self.reduction_axes(fa)
         if self.combine in RIGHT_AWAY and red:
-            combined = combine_collectives(
-                self.eqn, self.combine, red, self.sizes, self.result_sharding(fa, 0)
-            )
+            combined = combine_collectives(self.eqn, self.combine, red, self.sizes, results[0])
             total += sum(c.wire_bytes for c in combined)
-        for j, v in enumerate(self.eqn.outputs):
+        for v, local in zip(self.eqn.outputs, results, strict=True):
             if past is not None and past(total):
                 return total
-            local = self.result_sharding(fa, j)
             if self.combine in RIGHT_AWAY:
                 local = self.sharding(local.spec)  # combined right away
             total += handoff(v, local, past and functools.partial(past_after, past, total))
@@ -366,8 +386,8 @@ class EquationSplit:
         found = [self.settled]
         for v, t in zip(self.eqn.inputs, rule.operands, strict=True):
             if isinstance(v, Value):
-                for s in costs.available(v):
-                    found += [self.from_tensor(t, s), *self.rehomed(self.from_tensor(t, s))]
+                for implied in (self.from_tensor(t, s) for s in costs.available(v)):
+                    found += [implied, *self.rehomed(implied)]
         for s, t in zip(self.propagated, rule.results, strict=True):
             found.append(self.from_tensor(t, s))
         for v, t in zip(self.eqn.outputs if self.halo else (), rule.results, strict=False):
@@ -440,9 +460,10 @@ def choose(
     first = q0.sanitize(q0.settled)
     settled_cost = q0.cost(first, costs)
     free = settled_cost == 0 and not q0.covers(first) and not sliced_after(q0, first, costs)
-    if free and repeats_nothing(q0, costs):  # done once whatever the operands promise: what
-        return q0, first, False  # they promise is not worked out
-    promise = promised_by_any(splits, costs)
+    repeating = [q for q in splits if not repeats_nothing(q, costs)]
+    if free and q0 not in repeating:  # done once whatever the operands promise: what they
+        return q0, first, False  # promise is not worked out
+    promise = _promise(splits, costs, repeating)
     if free and twice(q0, first, costs, promise) == 1:
         return q0, first, False
     candidates = {q: q.candidates(costs) for q in splits}
@@ -455,6 +476,13 @@ def choose(
         shared = _shared(candidates, found, best)
         best, lowest = _lowest(shared, key, heads, prune, best, lowest)
     return best
+
+
+def _promise(splits: list[EquationSplit], costs: Costs, repeating: list) -> set[str]:
+    """promised_by_any, worked out only if a rule may repeat work (`repeating`: the splits
+    for which split_cost.repeats_nothing fails): no other rule's rank reads what the operands
+    promise (split_cost.twice_counter), so for none of them it is worked out."""
+    return promised_by_any(splits, costs) if repeating else set()
 
 
 def _pruning(splits: list[EquationSplit], also: tuple, ranked: dict | None) -> Callable | None:
@@ -477,14 +505,17 @@ def _cuttable(q0: EquationSplit, exact: tuple, q: EquationSplit, fa: FactorAxes)
 def _keyer(q0: EquationSplit, first, settled_cost: float, costs: Costs, promise, ranked):
     """choose's key of a (split, factor split, shared) candidate given its rank head and an
     `above` (see _lowest): rank, then whether it covers a dim with halos; the settled split's
-    wire bytes are known already. Fills `ranked` (if given) with each first-rule rank worked
-    out in full (not one whose costing stopped past `above`)."""
+    wire bytes are known already. A split whose costing stopped past `above` (the lowest
+    key's wire bytes; heads tied) is keyed by its head and those bytes alone: they make it
+    lose. Fills `ranked` (if given) with each first-rule rank worked out in full."""
 
     def key(qfs, head, above=None) -> tuple:
         q, fa, _ = qfs
         wire = settled_cost if q is q0 and fa == first else q.cost(fa, costs, above)
+        if above is not None and wire > above:  # its head ties the lowest's: it loses there
+            return (*head[0], wire)
         ranks = rank(q, fa, costs, wire, promise, head)
-        if ranked is not None and q is q0 and (above is None or wire <= above):  # exact ranks
+        if ranked is not None and q is q0:  # exact ranks
             ranked[frozen(fa)] = (*ranks[:-1], int(ranks[-1]))  # the bytes held read
         return (*ranks, q.covers(fa))
 

@@ -34,7 +34,6 @@ import math
 from collections.abc import Callable
 
 from gspmd_viz.core.program.trace import Value
-from gspmd_viz.core.rules.registry import point_flops
 from gspmd_viz.core.sharding.sharding import as_dtype, ceil_div
 
 
@@ -67,18 +66,15 @@ def flops(q, fa) -> float:
     point (2 for a multiply-add, 0 for data movement). A whole factor is whole everywhere."""
     if q.entry.identity:
         return 0.0
-    local = (ceil_div(f.size, q.size(fa.get(i, ()))) for i, f in enumerate(q.rule.factors))
-    return float(point_flops(q.eqn) * math.prod(local))
+    local = list(q.factor_sizes)  # [factor's size]: whole, then cut where split
+    for f, axes in fa.items():
+        local[f] = ceil_div(local[f], q.size(axes))
+    return float(q.point_flops * math.prod(local))
 
 
 def local_bytes(q, fa) -> int:
     """Bytes of the equation's local (padded) operands and results under split `fa`."""
-    return _held(q, q.tensor_shardings(fa))
-
-
-def _held(q, shardings: tuple) -> int:
-    """Bytes of q's operands and results held in `shardings` (q.tensor_shardings' answer)."""
-    values, (ops, results) = q.eqn.inputs + q.eqn.outputs, shardings
+    values, (ops, results) = q.eqn.inputs + q.eqn.outputs, q.tensor_shardings(fa)
     return sum(s.shard_bytes(v.shape, v.dtype) for v, s in zip(values, ops + results, strict=True))
 
 
@@ -86,15 +82,15 @@ class HeldBytes:
     """local_bytes(q, fa) worked out when first compared or read (int()): two ranks that
     differ before their last entry never read it (choose_split ranks many candidates)."""
 
-    __slots__ = ("_bytes", "_q", "_shardings")
+    __slots__ = ("_bytes", "_fa", "_q")
     __hash__ = None
 
     def __init__(self, q, fa):
-        self._q, self._shardings, self._bytes = q, q.tensor_shardings(fa), None
+        self._q, self._fa, self._bytes = q, fa, None
 
     def __int__(self) -> int:
         if self._bytes is None:
-            self._bytes = _held(self._q, self._shardings)
+            self._bytes = local_bytes(self._q, self._fa)
         return self._bytes
 
     def __eq__(self, other) -> bool:
@@ -217,21 +213,30 @@ def promised(q, costs) -> set[str]:
     its channels is gathered, but an image split on its channels promises the split (the
     kernel is sliced to it, the partial sums reduced; convolving the whole image on every
     device was 2.6-3.5x XLA's FLOPs)."""
-    found: dict[int, list[tuple[set[str], int]]] = {}
     arrived = arrivals(q, costs)
     axes = _split_by_every_operand([split for *_, split in arrived])
-    for v, tensor, sharding, split in arrived:
-        axes |= set(sharding.unreduced)
-        size = _value_bytes(v)
-        for f in {f for fs in tensor for f in fs}:
-            found.setdefault(f, []).append((set(split.get(f, ())), size))
+    split_somewhere = set()  # a factor no operand splits promises nothing: its sets are empty
+    for _, _, sharding, split in arrived:
+        axes.update(sharding.unreduced)
+        split_somewhere.update(f for f, a in split.items() if a)
     windowed = any(f.kind.startswith("windowed") for f in q.rule.factors)
-    for held in found.values():
+    for f in split_somewhere:
+        held = _holders(arrived, f, windowed)
         sets = [s for s, _ in held]
         agreed = set.intersection(*sets)
         if agreed or all(sets) or (windowed and _split_holder_bigger(held)):
             axes |= agreed or set.union(*sets)
     return axes
+
+
+def _holders(arrived: list[tuple], f: int, windowed: bool) -> list[tuple[set[str], int]]:
+    """(the axes it splits factor f over, its bytes if `windowed`, else 0) of each arrival
+    (`arrivals`) holding f."""
+    return [
+        (set(split.get(f, ())), _value_bytes(v) if windowed else 0)
+        for v, tensor, _, split in arrived
+        if any(f in fs for fs in tensor)
+    ]
 
 
 def _split_by_every_operand(splits: list[dict]) -> set[str]:
