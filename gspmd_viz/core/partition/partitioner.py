@@ -323,7 +323,9 @@ class Partitioner:
 
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes, list[str]]:
         splits = self.splits(eqn)
-        q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
+        q0 = splits[0]
+        if q0.entry.halo:  # sanitizing notes which halos would not pay: before choosing
+            q0.sanitize(q0.settled)
         conflicts = () if self.follow else gather_or_reduce.conflicts(q0, self)
         ranked = {} if conflicts else None  # where both plans are weighed, the record needs
         if self.follow:  # every plan's rank too
@@ -333,7 +335,7 @@ class Partitioner:
             q, fa, shared = self.choice(eqn, splits, plans, ranked)
         if shared and self.fork is None:  # the first choice only sharing idle axes made (the
             self.fork = self.snapshot(eqn)  # snapshot holds none of eqn's records: see resume)
-        self.departed |= q is not q0 or fa != settled
+        self.departed = self.departed or q is not q0 or fa != q0.sanitize(q0.settled)
         self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
         notes = self.gather_notes(eqn, q, fa) if q.gathered else []
         self.taken.append((eqn, splits.index(q), fa, notes))
