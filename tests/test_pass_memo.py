@@ -69,7 +69,8 @@ _REAL_MEMO = partitioner.PassMemo.__init__
 
 def _forgetful_memo(self):
     _REAL_MEMO(self)
-    for name in ("readers", "remade", "roles", "asked_views"):  # what the program alone decides
+    # what the program alone decides
+    for name in ("readers", "remade", "roles", "asked_views", "reader_views", "remade_ins"):
         setattr(self, name, _Forgetful())
 
 

@@ -65,7 +65,9 @@ class PassMemo:
         self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
         self.roles: dict[Equation, list] = {}  # twins.roles
-        self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
+        self.asked_views: dict[Value, int] = {}  # twins._asked_view, numbered
+        self.reader_views: dict[Equation, int] = {}  # twins._reader_view, numbered
+        self.remade_ins: dict[Equation, tuple] = {}  # twins._remade_ins
         self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
         self.applied: dict[tuple, tuple] = {}  # Partitioner.applied: (split, its factor axes)
         # -> operand and result shardings, the local op
