@@ -16,11 +16,18 @@ Symbolic (no devices: 4096-device meshes work). Entry: whole_plan.best_plan (up 
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from gspmd_viz.core.choice import gather_or_reduce
-from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
+from gspmd_viz.core.choice.choose_split import (
+    EquationSplit,
+    cached_plan,
+    choose,
+    frozen,
+    rules_of,
+)
 from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.cost.plan_cost import compute_flops, result_bytes
 from gspmd_viz.core.halo import block_moves, windowed_ops
@@ -338,10 +345,20 @@ class Partitioner:
         if shared and self.fork is None:  # the first choice only sharing idle axes made (the
             self.fork = self.snapshot(eqn)  # snapshot holds none of eqn's records: see resume)
         self.departed = self.departed or q is not q0 or fa != q0.sanitize(q0.settled)
-        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
+        self.choices += [self.record(q0, c, fa, ranked) for c in conflicts]
         notes = self.gather_notes(eqn, q, fa) if q.gathered else []
         self.taken.append((eqn, splits.index(q), fa, notes))
         return q, fa, notes
+
+    def record(self, q0: EquationSplit, conflict, fa: FactorAxes, ranked: dict):
+        """gather_or_reduce.recorded of a conflict weighed at q0's equation; or, where choose
+        ranked every split the record reads (it then reads nothing of the pass's state) and
+        the equation is no windowed op (whose split notes halos as it goes), the call that
+        makes it: only the kept plan's records are made (SPMDProgram.choices)."""
+        splits = (conflict.gather, conflict.reduce, fa)
+        if q0.entry.halo or any(frozen(x) not in ranked for x in splits):
+            return gather_or_reduce.recorded(q0, conflict, fa, self, ranked)
+        return functools.partial(gather_or_reduce.recorded, q0, conflict, dict(fa), None, ranked)
 
     def snapshot(self, eqn: Equation):
         """The pass's state just before eqn's first choice only sharing idle axes made (a
