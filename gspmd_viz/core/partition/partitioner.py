@@ -389,7 +389,8 @@ class Partitioner:
         gathered dims are compared as the follow pass would write them)."""
         for eqn, k, fa, notes in self.taken:
             q0 = self.splits(eqn)[0]
-            q0.sanitize(q0.settled)  # as chosen() does first
+            if q0.entry.halo:  # a windowed op's split, made afresh: sanitized first, as chosen()
+                q0.sanitize(q0.settled)  # sanitizes it (noting which halos would not pay)
             if k or self.follow_split(eqn, q0) != fa or self.gather_notes(eqn, q0, fa) != notes:
                 return False
         return True
