@@ -69,12 +69,17 @@ _REAL_MEMO = partitioner.PassMemo.__init__
 
 def _forgetful_memo(self):
     _REAL_MEMO(self)
-    for name in ("readers", "remade", "roles", "asked_views"):  # what the program alone decides
+    # what the program alone decides
+    for name in ("readers", "remade", "roles", "asked_views", "reader_views", "remade_ins"):
         setattr(self, name, _Forgetful())
 
 
 def _flops_worked_out(ins):
     return plan_cost._local_flops(ins.eqn, ins.operand_shardings, ins.shardings)
+
+
+def _recorded_at_once(self, q0, conflict, fa, ranked):
+    return gather_or_reduce.recorded(q0, conflict, fa, self, ranked)
 
 
 def _new_sharding(self, spec, pending=()):
@@ -96,6 +101,7 @@ REFERENCES = (  # what each reference replaces, with what
     # each split's local op made for its own equation, not a twin's
     (lookahead, "handoff_plan", lookahead._handoff_plan),  # a handoff's reader weighed afresh
     (plan_cost, "compute_flops", _flops_worked_out),  # each op's FLOPs from the op, not kept
+    (partitioner.Partitioner, "record", _recorded_at_once),  # every pass's records made at once
 )
 
 
@@ -338,3 +344,19 @@ def test_a_greedy_pass_resumed_where_sharing_first_won_records_its_choices_once(
     fresh = partitioner.Partitioner(prop, chip).run()
     assert forks[0][0] in [c.eqn for c in fresh.choices]
     assert repr(resumed.choices) == repr(fresh.choices)
+
+
+def test_gather_or_reduce_records_are_made_for_the_kept_plan_only(monkeypatch):
+    """Not vacuous: llama with keras-hub's layout weighs gathering against reducing in both
+    the spread and the greedy pass, and keeps one plan; the records of the other are never
+    made (the kept plan's are those made at once: test_keras_hub_model_plans_...)."""
+    f, args = build("llama_kh")
+    prop = gv.propagate(gv.trace(f, *args))
+    made, real = [], gather_or_reduce.recorded
+    monkeypatch.setattr(gather_or_reduce, "recorded", lambda *a: made.append(a) or real(*a))
+    kept = gv.partition(prop).choices
+    assert kept and len(made) == len(kept)
+    monkeypatch.setattr(partitioner.Partitioner, "record", _recorded_at_once)
+    made.clear()
+    assert repr(gv.partition(prop).choices) == repr(kept)
+    assert len(made) > len(kept)  # the plan not kept weighed some too

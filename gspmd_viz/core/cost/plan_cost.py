@@ -181,6 +181,14 @@ def _written(ins) -> dict[str, int]:
     return {}
 
 
+def _written_by(ins: Compute):
+    """_written(ins).items() of a local op: most (no annotation, no window-ready result)
+    write their results at their bytes, read off without a dict made."""
+    if ins.ready or entry_for(ins.eqn).identity:
+        return _written(ins).items()
+    return zip(ins.outs, result_bytes(ins), strict=True)
+
+
 def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     """Peak of live buffers: a buffer lives from its write to its last read (inputs, which
     the caller keeps, and outputs: throughout), an annotation's result being its operand's
@@ -198,11 +206,12 @@ def peak_bytes(inputs: dict[str, int], instructions, outputs) -> int:
     peak = total
     for i, ins in enumerate(instructions):
         if isinstance(ins, Compute):  # a local op stages nothing
-            written, staged = _written(ins), 0
+            written, staged = _written_by(ins), 0
         else:  # a collective stages copies; a loop or branch holds its inner peak
             written, staged, running = _moved_or_run(ins, alias)
             peak = max(peak, total + running)  # (before its results are written)
-        for name, size in written.items():
+            written = written.items()
+        for name, size in written:
             total += size - live.get(name, 0)
             live[name] = size
             dying.setdefault(max(i, last.get(name, -1)), []).append(name)

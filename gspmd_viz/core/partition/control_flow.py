@@ -53,7 +53,11 @@ def live_units(program: Program, span: range, needed: set) -> list:
     """The units some needed value depends on (dead code would still cost collectives)."""
     needed, keep = set(needed), []
     for unit in reversed(list(units(program, span))):
-        if needed & unit_outputs(unit):
+        if isinstance(unit, Equation):  # most units: no sets made of their values
+            if not needed.isdisjoint(unit.outputs):
+                keep.append(unit)
+                needed.update([v for v in unit.inputs if isinstance(v, Value)])
+        elif needed & unit_outputs(unit):
             keep.append(unit)
             needed |= unit_inputs(unit)
     return keep[::-1]

@@ -16,11 +16,18 @@ Symbolic (no devices: 4096-device meshes work). Entry: whole_plan.best_plan (up 
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from gspmd_viz.core.choice import gather_or_reduce
-from gspmd_viz.core.choice.choose_split import EquationSplit, cached_plan, choose, rules_of
+from gspmd_viz.core.choice.choose_split import (
+    EquationSplit,
+    cached_plan,
+    choose,
+    frozen,
+    rules_of,
+)
 from gspmd_viz.core.choice.follow_xla import result_driven
 from gspmd_viz.core.cost.plan_cost import compute_flops, result_bytes
 from gspmd_viz.core.halo import block_moves, windowed_ops
@@ -65,7 +72,9 @@ class PassMemo:
         self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
         self.roles: dict[Equation, list] = {}  # twins.roles
-        self.asked_views: dict[Value, tuple] = {}  # twins._asked_view
+        self.asked_views: dict[Value, int] = {}  # twins._asked_view, numbered
+        self.reader_views: dict[Equation, int] = {}  # twins._reader_view, numbered
+        self.remade_ins: dict[Equation, tuple] = {}  # twins._remade_ins
         self.shardings: dict[tuple, Sharding] = {}  # EquationSplit.sharding: one per layout
         self.applied: dict[tuple, tuple] = {}  # Partitioner.applied: (split, its factor axes)
         # -> operand and result shardings, the local op
@@ -323,7 +332,9 @@ class Partitioner:
 
     def chosen(self, eqn: Equation) -> tuple[EquationSplit, FactorAxes, list[str]]:
         splits = self.splits(eqn)
-        q0, settled = splits[0], splits[0].sanitize(splits[0].settled)
+        q0 = splits[0]
+        if q0.entry.halo:  # sanitizing notes which halos would not pay: before choosing
+            q0.sanitize(q0.settled)
         conflicts = () if self.follow else gather_or_reduce.conflicts(q0, self)
         ranked = {} if conflicts else None  # where both plans are weighed, the record needs
         if self.follow:  # every plan's rank too
@@ -333,11 +344,21 @@ class Partitioner:
             q, fa, shared = self.choice(eqn, splits, plans, ranked)
         if shared and self.fork is None:  # the first choice only sharing idle axes made (the
             self.fork = self.snapshot(eqn)  # snapshot holds none of eqn's records: see resume)
-        self.departed |= q is not q0 or fa != settled
-        self.choices += [gather_or_reduce.recorded(q0, c, fa, self, ranked) for c in conflicts]
+        self.departed = self.departed or q is not q0 or fa != q0.sanitize(q0.settled)
+        self.choices += [self.record(q0, c, fa, ranked) for c in conflicts]
         notes = self.gather_notes(eqn, q, fa) if q.gathered else []
         self.taken.append((eqn, splits.index(q), fa, notes))
         return q, fa, notes
+
+    def record(self, q0: EquationSplit, conflict, fa: FactorAxes, ranked: dict):
+        """gather_or_reduce.recorded of a conflict weighed at q0's equation; or, where choose
+        ranked every split the record reads (it then reads nothing of the pass's state) and
+        the equation is no windowed op (whose split notes halos as it goes), the call that
+        makes it: only the kept plan's records are made (SPMDProgram.choices)."""
+        splits = (conflict.gather, conflict.reduce, fa)
+        if q0.entry.halo or any(frozen(x) not in ranked for x in splits):
+            return gather_or_reduce.recorded(q0, conflict, fa, self, ranked)
+        return functools.partial(gather_or_reduce.recorded, q0, conflict, dict(fa), None, ranked)
 
     def snapshot(self, eqn: Equation):
         """The pass's state just before eqn's first choice only sharing idle axes made (a
@@ -368,7 +389,8 @@ class Partitioner:
         gathered dims are compared as the follow pass would write them)."""
         for eqn, k, fa, notes in self.taken:
             q0 = self.splits(eqn)[0]
-            q0.sanitize(q0.settled)  # as chosen() does first
+            if q0.entry.halo:  # a windowed op's split, made afresh: sanitized first, as chosen()
+                q0.sanitize(q0.settled)  # sanitizes it (noting which halos would not pay)
             if k or self.follow_split(eqn, q0) != fa or self.gather_notes(eqn, q0, fa) != notes:
                 return False
         return True

@@ -26,18 +26,25 @@ __all__ = ["follow_key", "placed", "roles", "signature", "static"]
 
 def signature(p: PartitionerState, eqn: Equation) -> int:
     """The equation as the chooser sees it, layouts apart, as a number (one per distinct
-    signature in the memo; made once per equation)."""
-    known, numbers = p.memo.signatures, p.memo.signature_numbers
-    if eqn not in known:
+    signature in the memo; made once per equation). Its parts are numbered alike (`_number`),
+    so equal signatures are equal part by part."""
+    known = p.memo.signatures
+    found = known.get(eqn)
+    if found is None:
         values = roles(p, eqn)
         first = {}  # which places hold one value: each value's first place
         for k, v in enumerate(values):
             first.setdefault(id(v), k)
         same = tuple([first[id(v)] for v in values])
-        ins = tuple([_remade_view(p, x) for x in eqn.inputs])
         outs = tuple([_result_view(p, v) for v in eqn.outputs])
-        known[eqn] = numbers.setdefault((static(p, eqn), same, ins, outs), len(numbers))
-    return known[eqn]
+        found = known[eqn] = _number(p, (static(p, eqn), same, _remade_ins(p, eqn), outs))
+    return found
+
+
+def _number(p: PartitionerState, key: tuple) -> int:
+    """key's number in the memo (a new one for a key not met before)."""
+    numbers = p.memo.signature_numbers
+    return numbers.setdefault(key, len(numbers))
 
 
 def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
@@ -78,10 +85,11 @@ def static(p: PartitionerState, eqn: Equation) -> int:
     equation is also its producer's reader and its readers' remade operand's producer).
     Equations of one number differ only in their values' names: a split's local op made for
     one is the other's (Partitioner.applied)."""
-    known, numbers = p.memo.statics, p.memo.signature_numbers
-    if eqn not in known:
-        known[eqn] = numbers.setdefault(("static", *_made_static(p, eqn)), len(numbers))
-    return known[eqn]
+    known = p.memo.statics
+    found = known.get(eqn)
+    if found is None:
+        found = known[eqn] = _number(p, ("static", *_made_static(p, eqn)))
+    return found
 
 
 def _made_static(p: PartitionerState, eqn: Equation) -> tuple:
@@ -95,20 +103,22 @@ def _made_static(p: PartitionerState, eqn: Equation) -> tuple:
 
 
 def _result_view(p: PartitionerState, v: Value) -> tuple:
-    """What a result's readers ask for, and its only reader as lookahead weighs it."""
+    """What a result's readers ask for, and its only reader as lookahead weighs it (where
+    it reads v, and the reader)."""
     reader = sole_reader(p, v)
-    return (_asked_view(p, v), reader and _reader_view(p, *reader))
+    return (_asked_view(p, v), reader and (reader[1], _reader_view(p, reader[0].eqn)))
 
 
-def _asked_view(p: PartitionerState, v: Value) -> tuple:
+def _asked_view(p: PartitionerState, v: Value) -> int:
     """What decides what v's readers ask for (Partitioner.wanted), without working it out:
     v's propagated sharding if it is an output, and per consumer its place and, for a
     rotation's slice, the sharding the rotation's result holds; for a live one, the consumer
-    alone (its rules and splits give the operand it will likely read). Made once per memo."""
+    alone (its rules and splits give the operand it will likely read). Made once per memo,
+    as a number."""
     known = p.memo.asked_views
     found = known.get(v)
     if found is None:
-        found = known[v] = _made_asked_view(p, v)
+        found = known[v] = _number(p, _made_asked_view(p, v))
     return found
 
 
@@ -122,15 +132,33 @@ def _made_asked_view(p: PartitionerState, v: Value) -> tuple:
     return tuple(found)
 
 
-def _reader_view(p: PartitionerState, q, pos: int) -> tuple:
-    ins, held = q.eqn.inputs, p.prop.shardings
-    return (
-        pos,
-        static(p, q.eqn),
-        tuple([held[u] if isinstance(u, Value) else None for u in ins]),
-        tuple([_remade_view(p, u) for u in ins]),
-        tuple([_asked_view(p, w) for w in q.eqn.outputs]),
-    )
+def _reader_view(p: PartitionerState, eqn: Equation) -> int:
+    """An only reader as lookahead weighs it (itself, its operands' propagated shardings,
+    which are made again from scalars, what its results' readers ask for), as a number:
+    made once per memo."""
+    known = p.memo.reader_views
+    found = known.get(eqn)
+    if found is None:
+        held, ins = p.prop.shardings, eqn.inputs
+        view = (
+            "reader",
+            static(p, eqn),
+            tuple([held[u] if isinstance(u, Value) else None for u in ins]),
+            _remade_ins(p, eqn),
+            tuple([_asked_view(p, w) for w in eqn.outputs]),
+        )
+        found = known[eqn] = _number(p, view)
+    return found
+
+
+def _remade_ins(p: PartitionerState, eqn: Equation) -> tuple:
+    """_remade_view of each operand (made once per memo: the equation's signature and its
+    producers' read it)."""
+    known = p.memo.remade_ins
+    found = known.get(eqn)
+    if found is None:
+        found = known[eqn] = tuple([_remade_view(p, x) for x in eqn.inputs])
+    return found
 
 
 def _remade_view(p: PartitionerState, x) -> tuple | None:

@@ -75,7 +75,9 @@ def best_plan(prop, chip=None, share_idle: bool = True):
     if chosen is not follow and made_by.held:
         every_trip = Partitioner(prop, chip, spread=made_by.spread, every_trip=True, memo=memo)
         chosen = held_less(chosen, with_cost(every_trip.run(), chip))
-    return no_heavier_and_slower(chosen, follow)
+    kept = no_heavier_and_slower(chosen, follow)
+    kept.choices = kept.choices  # its gather-or-reduce records made now; the other plans'
+    return kept  # never are (Partitioner.record)
 
 
 def follow_plan(greedy: Partitioner, greedy_plan, memo: PassMemo):

@@ -231,6 +231,19 @@ class PerDeviceProgram:
         self.cost = None  # what the plan costs per device (plan_cost.PlanCost), if known
         self.choices = ()  # where the partitioner weighed gathering against reducing (its record)
 
+    @property
+    def choices(self) -> tuple:
+        """Where the partitioner weighed gathering against reducing (its records). A record
+        may be given as the call that makes it (one that reads nothing of the pass's state):
+        made when first asked, so only for the plan kept."""
+        if any(map(callable, self._choices)):
+            self._choices = tuple([c() if callable(c) else c for c in self._choices])
+        return self._choices
+
+    @choices.setter
+    def choices(self, records) -> None:
+        self._choices = tuple(records)
+
     # --- communication ---------------------------------------------------------------------
     @property
     def collectives(self) -> list[Collective]:
