@@ -50,7 +50,10 @@ def run(n_steps: int, pieces: int, advance: Callable[[int, int, float], float]) 
 def closed_form(costs: list[tuple[float, float]], pieces: int = 1) -> float:
     """Seconds of steps with (bytes s, hops s) each for the whole payload, run in `pieces`
     pieces. One clock stands for every link, each step's busiest link counted on it: the
-    simulator's time when every step loads every link equally."""
+    simulator's time when every step loads every link equally. One piece is lockstep: the
+    steps' times added up."""
+    if pieces == 1:
+        return sum(byte_s + hop_s for byte_s, hop_s in costs)
     link_free = 0.0
 
     def advance(step, piece, ready):
