@@ -351,17 +351,16 @@ class Mover:
         if state[1]:
             return []
         if self._devices is None:  # the same for every state without pending sums
-            names = (a for a in self.mesh.axis_names if self.sizes[a] > 1)
-            self._devices = [None, *names] if self._exact() else []
+            self._devices = [None, *self.mesh.split_axes] if self._exact() else []
         return self._devices
 
     def _exact(self) -> bool:
         """Are all costs exact floats? With groups of 2^k devices, each is a whole multiple of
         2^-k bytes, and these are far below 2^53 of them."""
-        sizes = self.sizes.values()
-        powers = all(n & (n - 1) == 0 for n in sizes)
+        mesh = self.mesh
         return (
-            powers and self.dtype.itemsize * math.prod(self.shape) * math.prod(sizes) ** 2 < 2**40
+            mesh.powers_of_two
+            and self.dtype.itemsize * math.prod(self.shape) * mesh.size**2 < 2**40
         )
 
     def missing(self, spec, axis) -> int:

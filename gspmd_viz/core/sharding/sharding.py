@@ -155,7 +155,10 @@ class Sharding:
         return self.spec[dim] if dim < len(self.spec) else ()
 
     def dim_shards(self, dim: int) -> int:
-        return math.prod(self.mesh.axis_size(a) for a in self.dim_axes(dim))
+        shards = 1
+        for axis in self.dim_axes(dim):
+            shards *= self.mesh.axis_size(axis)
+        return shards
 
     @property
     def tiled_axes(self) -> tuple[str, ...]:
