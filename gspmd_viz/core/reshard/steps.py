@@ -234,6 +234,8 @@ class Mover:
         dims = enumerate(zip(spec, target, strict=True))
         if all(self.nested_dim(d, h, w) for d, (h, w) in dims) and self.sends(spec, target):
             return 1
+        if self.keeps_own(spec, target):
+            return 0
         old, new = self.sharding((spec, frozenset())), self.sharding((target, frozenset()))
         return round_count(old, new, self.shape)
 
@@ -305,6 +307,22 @@ class Mover:
             w[: len(h)] == h and self.nested_dim(d, h, w)
             for d, (h, w) in enumerate(zip(spec, target, strict=True))
         )
+
+    def keeps_own(self, spec, target) -> bool:
+        """round_count would say 0, known without counting devices: each dim's axes grow at
+        its end and nest (`holds_own`), or grow at its start by axes that only add shards of
+        padding: target's blocks as large as spec's (ceil(n/t) == ceil(n/s)), so a device at
+        index q > 0 over the added axes starts at or past q * s * ceil(n/s) >= n and asks for
+        nothing, and one at q = 0 wants the very block it holds."""
+        for d, (have, want) in enumerate(zip(spec, target, strict=True)):
+            if want[: len(have)] == have and self.nested_dim(d, have, want):
+                continue
+            n, k = self.shape[d], len(want) - len(have)
+            if not (k > 0 and want[k:] == have):
+                return False
+            if ceil_div(n, self.size(want)) != ceil_div(n, self.size(have)):
+                return False
+        return True
 
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` (past its padding) lie inside one shard of `spec`?
