@@ -171,7 +171,7 @@ def _check(src: Sharding, dst: Sharding, shape) -> None:
         if not isinstance(s, Sharding):
             raise TypeError(f"reshard_plan takes gv.Sharding objects, got {type(s).__name__}")
         s.check_rank(len(shape))
-    if src.mesh != dst.mesh:
+    if src.mesh is not dst.mesh and src.mesh != dst.mesh:
         raise ValueError(f"cannot reshard between meshes {src.mesh!r} and {dst.mesh!r}")
     extra = dst.unreduced - src.unreduced
     if extra:

@@ -393,7 +393,7 @@ class Mover:
         for n, have, want, held, size in blocks:
             # (_unit_index is 0 where axis is not in the dim's axes, None never is)
             start = _unit_index(want, axis, self.sizes) * size if axis in want else 0
-            end = min(n, start + size)
+            end = n if start + size > n else start + size
             if start >= end:
                 return 0
             wanted *= end - start
@@ -401,7 +401,8 @@ class Mover:
                 kept *= end - start
                 continue
             held_start = _unit_index(have, axis, self.sizes) * held if axis in have else 0
-            kept *= max(0, min(end, held_start + held) - max(start, held_start))
+            overlap = min(end, held_start + held) - max(start, held_start)
+            kept *= overlap if overlap > 0 else 0
         return wanted - kept
 
     def moves(self, state, reached=None):
