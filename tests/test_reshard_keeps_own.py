@@ -6,7 +6,8 @@ padding only, the others the rows they held).
 
 The references: the device-level pairing (permute_rounds), on every spec and target of up to
 two dims over small meshes (uneven dims, dims of 0 and 1 elements, size-1 axes), and whole
-plans made with the shortcut switched off (the library models' plans, hypothesis draws).
+plans made with the shortcut switched off (the zoo's and the library models' plans,
+hypothesis draws).
 """
 
 import itertools
@@ -21,6 +22,7 @@ import gspmd_viz as gv
 from gspmd_viz.core.reshard.permute_rounds import moving, permute_rounds
 from gspmd_viz.core.reshard.planner import reshard_plan
 from gspmd_viz.core.reshard.steps import Mover
+from gspmd_viz.zoo import examples
 
 MESHES = [{"x": 8}, {"x": 2, "y": 4}, {"x": 4, "y": 2}, {"x": 2, "y": 1, "z": 2}]
 
@@ -99,6 +101,13 @@ def assert_same_plan_without_the_shortcut(src, dst, shape, dtype) -> None:
 def test_a_library_models_plans_equal_those_made_without_the_shortcut(name):
     f, args = build(name)
     for src, dst, shape, dtype in asked_plans(f, args):
+        assert_same_plan_without_the_shortcut(src, dst, shape, dtype)
+
+
+@pytest.mark.parametrize("name", sorted(examples.ZOO))
+def test_a_zoo_programs_plans_equal_those_made_without_the_shortcut(name):
+    ex = examples.get(name)
+    for src, dst, shape, dtype in asked_plans(ex.fn, ex.args):
         assert_same_plan_without_the_shortcut(src, dst, shape, dtype)
 
 
