@@ -139,12 +139,12 @@ class ReshardPlan:
 
 def reshard_plan(src: Sharding, dst: Sharding, shape, dtype=np.float32, source: str = ""):
     """The cheapest plan (by wire bytes) that turns `src`-sharded data into `dst`-sharded."""
-    shape = tuple(int(n) for n in shape)
+    shape = tuple(map(int, shape))
     _check(src, dst, shape)
     dtype = as_dtype(dtype)
     start, goal = state_key(src, len(shape)), state_key(dst, len(shape))
     if start == goal:
-        return ReshardPlan(src, dst, shape, dtype, [])
+        return ReshardPlan(src, dst, shape, dtype, [], 0.0)
     wire_bytes, way = _search(start, goal, Mover(src.mesh, shape, dtype, source, goal))
     steps = functools.partial(_steps, src.mesh, shape, dtype, source, goal, way)
     return ReshardPlan(src, dst, shape, dtype, steps, wire_bytes)
@@ -171,7 +171,7 @@ def _check(src: Sharding, dst: Sharding, shape) -> None:
         if not isinstance(s, Sharding):
             raise TypeError(f"reshard_plan takes gv.Sharding objects, got {type(s).__name__}")
         s.check_rank(len(shape))
-    if src.mesh != dst.mesh:
+    if src.mesh is not dst.mesh and src.mesh != dst.mesh:
         raise ValueError(f"cannot reshard between meshes {src.mesh!r} and {dst.mesh!r}")
     extra = dst.unreduced - src.unreduced
     if extra:

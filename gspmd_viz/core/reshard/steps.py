@@ -60,6 +60,7 @@ class Mover:
         self._shardings: dict = {}
         self._growths: dict = {}
         self._devices = None  # _asked's, once asked
+        self._dst_local = None  # missing's goal shard shape, once asked
 
     def sharding(self, state) -> Sharding:
         if state not in self._shardings:
@@ -75,15 +76,14 @@ class Mover:
     def local(self, spec) -> tuple[int, ...]:
         local = self._locals.get(spec)
         if local is None:
-            local = self._locals[spec] = tuple(
-                [ceil_div(n, self.size(axes)) for n, axes in zip(self.shape, spec, strict=True)]
-            )
+            local = self._locals[spec] = _local(self.shape, spec, self.sizes)
         return local
 
     def growth(self, spec) -> list[tuple[int, tuple[str, ...]]]:
-        if spec not in self._growths:
-            self._growths[spec] = list(_growth(spec, self.dst_axes))
-        return self._growths[spec]
+        growth = self._growths.get(spec)
+        if growth is None:
+            growth = self._growths[spec] = _growth(spec, self.dst_axes)
+        return growth
 
     def nests(self, dim: int, prefix, extra) -> bool:
         return _nests(self.shape[dim], self.size(prefix), self.size(extra))
@@ -234,6 +234,8 @@ class Mover:
         dims = enumerate(zip(spec, target, strict=True))
         if all(self.nested_dim(d, h, w) for d, (h, w) in dims) and self.sends(spec, target):
             return 1
+        if self.keeps_own(spec, target):
+            return 0
         old, new = self.sharding((spec, frozenset())), self.sharding((target, frozenset()))
         return round_count(old, new, self.shape)
 
@@ -306,6 +308,22 @@ class Mover:
             for d, (h, w) in enumerate(zip(spec, target, strict=True))
         )
 
+    def keeps_own(self, spec, target) -> bool:
+        """round_count would say 0, known without counting devices: each dim's axes grow at
+        its end and nest (`holds_own`), or grow at its start by axes that only add shards of
+        padding: target's blocks as large as spec's (ceil(n/t) == ceil(n/s)), so a device at
+        index q > 0 over the added axes starts at or past q * s * ceil(n/s) >= n and asks for
+        nothing, and one at q = 0 wants the very block it holds."""
+        for d, (have, want) in enumerate(zip(spec, target, strict=True)):
+            if want[: len(have)] == have and self.nested_dim(d, have, want):
+                continue
+            n, k = self.shape[d], len(want) - len(have)
+            if not (k > 0 and want[k:] == have):
+                return False
+            if ceil_div(n, self.size(want)) != ceil_div(n, self.size(have)):
+                return False
+        return True
+
     def inside(self, spec, target) -> bool:
         """Does every shard of `target` (past its padding) lie inside one shard of `spec`?
         (Not where one is larger.)"""
@@ -327,9 +345,11 @@ class Mover:
         `cost`? Each costs at least `spent`, a step, and what some device must receive
         (`must_receive`): in a collective where that is more than nothing. The devices are
         asked one by one until that is known (the bound only grows)."""
-        most = 0.0
-        for received in itertools.chain([0.0], self.must_receive(state)):
-            most = max(most, received)
+        if cost <= (spent[0], spent[1], spent[2] + 1):
+            return True
+        most, itemsize = 0.0, self.dtype.itemsize
+        for axis in self._asked(state):  # must_receive's devices, one by one
+            most = max(most, float(itemsize * self.missing(state[0], axis)))
             if cost <= (spent[0] + most, spent[1] + (most > 0), spent[2] + 1):
                 return True
         return False
@@ -349,29 +369,31 @@ class Mover:
         if state[1]:
             return []
         if self._devices is None:  # the same for every state without pending sums
-            names = (a for a in self.mesh.axis_names if self.sizes[a] > 1)
-            self._devices = [None, *names] if self._exact() else []
+            self._devices = [None, *self.mesh.split_axes] if self._exact() else []
         return self._devices
 
     def _exact(self) -> bool:
         """Are all costs exact floats? With groups of 2^k devices, each is a whole multiple of
         2^-k bytes, and these are far below 2^53 of them."""
-        sizes = self.sizes.values()
-        powers = all(n & (n - 1) == 0 for n in sizes)
+        mesh = self.mesh
         return (
-            powers and self.dtype.itemsize * math.prod(self.shape) * math.prod(sizes) ** 2 < 2**40
+            mesh.powers_of_two
+            and self.dtype.itemsize * math.prod(self.shape) * mesh.size**2 < 2**40
         )
 
     def missing(self, spec, axis) -> int:
         """Elements of its goal shard that the device at 1 along `axis` and 0 along the
         others (device 0 for None) does not hold in spec (padding holds nothing)."""
         wanted = kept = 1
-        held_sizes, sizes = self.local(spec), self.local(self.dst_axes)
-        blocks = zip(self.shape, spec, self.dst_axes, held_sizes, sizes, strict=True)
+        if self._dst_local is None:
+            self._dst_local = self.local(self.dst_axes)
+        blocks = zip(
+            self.shape, spec, self.dst_axes, self.local(spec), self._dst_local, strict=True
+        )
         for n, have, want, held, size in blocks:
             # (_unit_index is 0 where axis is not in the dim's axes, None never is)
             start = _unit_index(want, axis, self.sizes) * size if axis in want else 0
-            end = min(n, start + size)
+            end = n if start + size > n else start + size
             if start >= end:
                 return 0
             wanted *= end - start
@@ -379,7 +401,8 @@ class Mover:
                 kept *= end - start
                 continue
             held_start = _unit_index(have, axis, self.sizes) * held if axis in have else 0
-            kept *= max(0, min(end, held_start + held) - max(start, held_start))
+            overlap = min(end, held_start + held) - max(start, held_start)
+            kept *= overlap if overlap > 0 else 0
         return wanted - kept
 
     def moves(self, state, reached=None):
@@ -387,14 +410,13 @@ class Mover:
         keeps the first); each kind's moves are made only when the ones before are used up.
         `reached(new)`: is new reached already at a cost no move from state goes below? Then
         a permute to it is not made (the search would not keep it)."""
-        return itertools.chain(
-            self.slices(state),
-            self.reduce_scatters(state),
-            self.all_reduces(state),
-            self.all_to_alls(state),
-            self.all_gathers(state),
-            self.permutes(state, reached),
-        )
+        grows, pending = self.growth(state[0]), state[1]  # kinds that yield nothing skipped
+        kinds = [self.slices(state)] if grows else []
+        kinds += [self.reduce_scatters(state)] if grows and pending else []
+        kinds += [self.all_reduces(state)] if pending else []
+        kinds += [self.all_to_alls(state)] if grows else []
+        kinds += [self.all_gathers(state), self.permutes(state, reached)]
+        return itertools.chain.from_iterable(kinds)
 
 
 def _roles(spec) -> dict[str, tuple[int, int]]:
@@ -433,22 +455,33 @@ def _goal_major(spec, goal):
     )
 
 
+def _local(shape, spec, sizes) -> tuple[int, ...]:
+    """The padded shard shape of `shape` split by `spec` (ceil division per dim)."""
+    local = []
+    for n, axes in zip(shape, spec, strict=True):
+        shards = 1
+        for a in axes:
+            shards *= sizes[a]
+        local.append(-(-n // shards))
+    return tuple(local)
+
+
 def _set(spec, dim, axes):
     return spec[:dim] + (tuple(axes),) + spec[dim + 1 :]
 
 
-def _growth(spec, dst_axes):
+def _growth(spec, dst_axes) -> list[tuple[int, tuple[str, ...]]]:
     """(dim, axes dst wants after the current ones) for dims whose axes are a prefix of dst's."""
-    for d, (cur, want) in enumerate(zip(spec, dst_axes, strict=True)):
-        if want[: len(cur)] == cur and len(want) > len(cur):
-            yield d, want[len(cur) :]
+    return [
+        (d, want[len(cur) :])
+        for d, (cur, want) in enumerate(zip(spec, dst_axes, strict=True))
+        if len(want) > len(cur) and want[: len(cur)] == cur
+    ]
 
 
 def state_key(sharding: Sharding, ndim: int):
     """(spec, unreduced) without size-1 mesh axes: they split nothing and sum nothing, so
-    shardings that differ only there hold the same data on every device."""
-    ones = sharding.mesh.unit_axes
-    spec = sharding.spec + ((),) * (ndim - len(sharding.spec))  # trailing dims: replicated
-    if ones:
-        spec = tuple(tuple(a for a in axes if a not in ones) for axes in spec)
-    return spec, sharding.unreduced - ones
+    shardings that differ only there hold the same data on every device (Sharding.identity,
+    its trailing replicated dims written out)."""
+    _, spec, unreduced = sharding.identity
+    return spec + ((),) * (ndim - len(spec)), unreduced

@@ -19,24 +19,25 @@ import numpy as np
 from gspmd_viz.core.sharding.sharding import as_dtype, short_dtype
 from gspmd_viz.units import format_bytes
 
-KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+# the ring formulas' factors on the operand bytes, per collective kind (n devices a group)
+_FACTORS = {
+    "all-reduce": lambda n: 2 * (n - 1) / n,
+    "all-gather": lambda n: n - 1,
+    "reduce-scatter": lambda n: (n - 1) / n,
+    "all-to-all": lambda n: (n - 1) / n,
+    "collective-permute": lambda n: 1.0,
+}
+KINDS = tuple(_FACTORS)
 
 
 def wire_bytes(kind: str, operand_bytes: float, group_size: int) -> float:
     """Bytes each device sends for one collective (ring algorithms)."""
-    n = group_size
-    if kind not in KINDS:
+    factor = _FACTORS.get(kind)
+    if factor is None:
         raise ValueError(f"unknown collective kind {kind!r}; known: {', '.join(KINDS)}")
-    if n <= 1:
+    if group_size <= 1:
         return 0.0
-    factor = {
-        "all-reduce": 2 * (n - 1) / n,
-        "all-gather": n - 1,
-        "reduce-scatter": (n - 1) / n,
-        "all-to-all": (n - 1) / n,
-        "collective-permute": 1.0,
-    }[kind]
-    return factor * operand_bytes
+    return factor(group_size) * operand_bytes
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,11 @@ class Mesh:
         self._hash = hash(self._axes)  # every sharding's hash holds its mesh's
         self._names = tuple(name for name, _ in self._axes)
         self.unit_axes = frozenset(name for name, size in self._axes if size == 1)
+        # the axes that split or sum something, and whether every size is a power of two
+        # (the reshard planner asks both for every plan it searches)
+        self.split_axes = tuple(name for name, size in self._axes if size > 1)
+        self.powers_of_two = all(size & (size - 1) == 0 for _, size in self._axes)
+        self._size = math.prod(size for _, size in self._axes)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -46,11 +51,13 @@ class Mesh:
 
     @property
     def size(self) -> int:
-        return int(math.prod(self.sizes))
+        return self._size
 
     def axis_size(self, name: str) -> int:
-        self.check_axis(name)
-        return self._size_of[name]
+        size = self._size_of.get(name)
+        if size is None:
+            self.check_axis(name)  # says what is wrong
+        return size
 
     def axis_index(self, name: str) -> int:
         self.check_axis(name)

@@ -124,9 +124,9 @@ class Sharding:
 
     # --- identity -----------------------------------------------------------------------
     @_once
-    def _key(self):
-        """What tells layouts apart: size-1 mesh axes split nothing and sum nothing, and
-        trailing replicated dims are implied, so neither counts."""
+    def identity(self) -> tuple:
+        """(mesh, spec, unreduced): what tells layouts apart. Size-1 mesh axes split nothing
+        and sum nothing, and trailing replicated dims are implied, so neither counts."""
         ones, spec = self.mesh.unit_axes, list(self.spec)
         if ones:
             spec = [tuple(a for a in axes if a not in ones) for axes in spec]
@@ -135,14 +135,14 @@ class Sharding:
         return (self.mesh, tuple(spec), self.unreduced - ones)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Sharding) and self._key == other._key
+        return isinstance(other, Sharding) and self.identity == other.identity
 
     def __hash__(self) -> int:
         return self._hash
 
     @_once
     def _hash(self) -> int:  # the partitioner hashes layouts hundreds of thousands of times
-        return hash(self._key)
+        return hash(self.identity)
 
     def __repr__(self) -> str:
         entries = ", ".join(repr(spec_entry(axes)) for axes in self.spec)
@@ -155,7 +155,10 @@ class Sharding:
         return self.spec[dim] if dim < len(self.spec) else ()
 
     def dim_shards(self, dim: int) -> int:
-        return math.prod(self.mesh.axis_size(a) for a in self.dim_axes(dim))
+        shards = 1
+        for axis in self.dim_axes(dim):
+            shards *= self.mesh.axis_size(axis)
+        return shards
 
     @property
     def tiled_axes(self) -> tuple[str, ...]:
