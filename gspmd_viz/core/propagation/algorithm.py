@@ -299,7 +299,7 @@ class Propagator:
                     others = (_held_by_others(h, f) for _, h in held if f in h)
                     axes = _prefix_free(axes, set().union(*others))
                 claims.append((-src.size, most, k, f, axes, src))
-        claims.sort(key=lambda c: c[:4])
+        claims.sort()  # by (size, split, position, factor): factors differ, so no tie reaches axes
         return {c[3]: (c[4], c[5]) for c in claims}
 
     # --- writing them back ----------------------------------------------------------------
@@ -430,7 +430,7 @@ class Propagator:
         priority, i, direction = where
         before, after = self.layout(self.specs[t.slot]), self.layout(new)
         self.specs[t.slot] = new
-        factors, sources = (tuple(dict.fromkeys(w)) for w in why)
+        factors, sources = tuple(dict.fromkeys(why[0])), tuple(dict.fromkeys(why[1]))
         primitive = self.program.equations[i].primitive
         step = (priority, i, primitive, direction, t.value, before, after, factors, sources)
         self.steps.append(PropagationStep(*step))
