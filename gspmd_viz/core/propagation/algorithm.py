@@ -291,8 +291,9 @@ class Propagator:
             kind = factors[f].kind
             if kind == "need_replication" or (pass_only and kind != "pass"):
                 continue
-            cands = given[f]  # one tensor giving axes: they are what all agree on
-            axes = cands[0] if len(cands) == 1 else self.merge(eqn, rule, f, cands)
+            cands = given[f]  # all the same (one tensor, or most often): what all agree on
+            same = cands.count(cands[0]) == len(cands)
+            axes = cands[0] if same else self.merge(eqn, rule, f, cands)
             if axes:
                 (k, src), most = _source(held, f, axes), -self._shards(axes) if elementwise else 0
                 if split:  # minus the axes other factors hold in a tensor that has f too
