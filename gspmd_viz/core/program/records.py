@@ -197,15 +197,20 @@ def _operand_key(x) -> tuple:
 def frozen_params(params) -> object:
     """params as a dict key: containers by content, arrays by bytes, the rest as they hash
     (or by identity when they do not: then no equation shares its key, which is safe)."""
-    if type(params) in _ATOMS:  # most params: as they are
+    kind = type(params)
+    if kind in _ATOMS:  # most params: as they are
         return params
-    if type(params) is tuple and all(type(v) in _ATOMS for v in params):  # shapes, dims: the
-        return ("tuple", params)  # general case's answer, without a call per entry
-    if isinstance(params, _NUMBERS):  # told apart by type, and -0.0 by sign
-        return (type(params).__name__, repr(params))
-    if isinstance(params, dict):  # most values atoms: as they are, without a call each
+    if kind is tuple:  # shapes, dims (the general case's answer, without its type tests)
+        if _ATOMS.issuperset(map(type, params)):  # without a call per entry
+            return ("tuple", params)
+        return ("tuple", tuple([frozen_params(v) for v in params]))
+    if kind is dict or isinstance(params, dict):  # most values atoms: as they are
         items = sorted(params.items())
         return tuple([(k, v if type(v) in _ATOMS else frozen_params(v)) for k, v in items])
+    if isinstance(params, np.dtype):  # hashable, no number: as the last case has it
+        return params
+    if isinstance(params, _NUMBERS):  # told apart by type, and -0.0 by sign
+        return (type(params).__name__, repr(params))
     if isinstance(params, _SEQUENCES):
         return (type(params).__name__, tuple(frozen_params(v) for v in params))
     if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from operator import itemgetter
 
 from gspmd_viz.core.program.trace import Program, Value
 from gspmd_viz.core.propagation.record import (
@@ -83,6 +84,13 @@ def _source(held, f: int, axes) -> tuple[int, object]:
     return found
 
 
+def _spec_reader(slots: list[int]):
+    """specs -> the tuple of the specs at `slots` (one itemgetter call per visit)."""
+    if len(slots) > 1:
+        return itemgetter(*slots)
+    return lambda specs: tuple([specs[k] for k in slots])
+
+
 def _places(eqn, rule) -> list[tuple]:
     """Per operand then result of the equation that is a value: (its index among the operands
     or results, its factors, whether it is a result, the factors it has, its size)."""
@@ -127,6 +135,7 @@ class Propagator:
         self.rules = program_rules(program)
         self.places: dict[tuple, list] = {}  # (id(rule), kind) -> its tensors' places (_places)
         self.tensors = [self._tensors(e, r) for e, r in zip(eqns, self.rules, strict=True)]
+        self.read = [_spec_reader([t.slot for t in ts]) for ts in self.tensors]  # per equation
         self.kinds = self._kinds()
         self.categories, self.narrow = self._categories()
         self.steps: list[PropagationStep] = []
@@ -181,9 +190,13 @@ class Propagator:
                     shapes.setdefault(shape, len(shapes)),
                 )
                 by_object[mine] = numbers_of_rule
+            # None where the full entry is the same for every equation of the rule's shape
+            # (no tensor fixed: each open in every dim; every tensor its own value)
             slots = [t.slot for t in ts]
-            opened = tuple([(t.closed, t.opened) for t in ts])
-            key = (numbers_of_rule, opened, tuple([slots.index(k) for k in slots]))
+            fixed = not self.pinned.isdisjoint(slots)
+            opened = tuple([(t.closed, t.opened) for t in ts]) if fixed else None
+            shared = tuple([slots.index(k) for k in slots]) if len(set(slots)) < len(ts) else None
+            key = (numbers_of_rule, opened, shared)
             kinds.append(numbers.setdefault(key, len(numbers)))
         return kinds
 
@@ -278,15 +291,16 @@ class Propagator:
             kind = factors[f].kind
             if kind == "need_replication" or (pass_only and kind != "pass"):
                 continue
-            cands = given[f]  # one tensor giving axes: they are what all agree on
-            axes = cands[0] if len(cands) == 1 else self.merge(eqn, rule, f, cands)
+            cands = given[f]  # all the same (one tensor, or most often): what all agree on
+            same = cands.count(cands[0]) == len(cands)
+            axes = cands[0] if same else self.merge(eqn, rule, f, cands)
             if axes:
                 (k, src), most = _source(held, f, axes), -self._shards(axes) if elementwise else 0
                 if split:  # minus the axes other factors hold in a tensor that has f too
                     others = (_held_by_others(h, f) for _, h in held if f in h)
                     axes = _prefix_free(axes, set().union(*others))
                 claims.append((-src.size, most, k, f, axes, src))
-        claims.sort(key=lambda c: c[:4])
+        claims.sort()  # by (size, split, position, factor): factors differ, so no tie reaches axes
         return {c[3]: (c[4], c[5]) for c in claims}
 
     # --- writing them back ----------------------------------------------------------------
@@ -366,8 +380,7 @@ class Propagator:
         if self.quiet.get(i) == how:
             return []
         self.quiet[i] = how  # dropped (`run`) when a tensor of the equation changes
-        now = self.specs
-        specs = tuple([now[t.slot] for t in self.tensors[i]])
+        specs = self.read[i](self.specs)
         if not how[0] or not any(map(any, specs)):
             return []  # no direction, or no tensor of it holds a mesh axis to hand on
         return self.write_back(i, priority, how, specs)
@@ -418,7 +431,7 @@ class Propagator:
         priority, i, direction = where
         before, after = self.layout(self.specs[t.slot]), self.layout(new)
         self.specs[t.slot] = new
-        factors, sources = (tuple(dict.fromkeys(w)) for w in why)
+        factors, sources = tuple(dict.fromkeys(why[0])), tuple(dict.fromkeys(why[1]))
         primitive = self.program.equations[i].primitive
         step = (priority, i, primitive, direction, t.value, before, after, factors, sources)
         self.steps.append(PropagationStep(*step))
@@ -458,7 +471,7 @@ class Propagator:
         """Every factor of equation i -> the axes it settled on (() when it holds none): in
         claim order, each keeps the prefix of its axes no earlier factor holds. Worked out
         once per kind of equation and specs of its tensors (`settled_made`)."""
-        key = (self.kinds[i], tuple([self.specs[t.slot] for t in self.tensors[i]]))
+        key = (self.kinds[i], self.read[i](self.specs))
         found = self.settled_made.get(key)
         if found is None:
             found = self.settled_made[key] = self._settled(i)

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 DimFactors = tuple[int, ...]  # factor indices making up one tensor dim, major first
 TensorFactors = tuple[DimFactors, ...]  # one entry per tensor dim
 
 
-@dataclass(frozen=True)
-class Factor:
+class Factor(NamedTuple):
+    """One factor of a rule (a NamedTuple: rules make hundreds on a program's first
+    propagation, and a tuple is made and hashed at C speed, a frozen dataclass is not)."""
+
     name: str
     size: int
     kind: str = "pass"
