@@ -322,8 +322,9 @@ class EquationSplit:
         found = self._shardings.get(key)
         if found is None:
             pending = self.reduction_axes(fa) if self.combine == "sum" else ()
-            ops = tuple(self.sharding(_tensor_axes(fa, t)) for t in self.rule.operands)
-            results = tuple(self.sharding(_tensor_axes(fa, t), pending) for t in self.rule.results)
+            rule, made = self.rule, self.sharding
+            ops = tuple([made(_tensor_axes(fa, t)) for t in rule.operands])
+            results = tuple([made(_tensor_axes(fa, t), pending) for t in rule.results])
             found = self._shardings[key] = (ops, results)
         return found
 

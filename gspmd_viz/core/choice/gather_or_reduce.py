@@ -129,7 +129,7 @@ def conflicts(q: EquationSplit, costs: Costs) -> list[Conflict]:
     Only a contraction whose partial sums add up (a matmul's), two operands or more."""
     if q.combine != "sum" or sum(isinstance(v, Value) for v in q.eqn.inputs) < 2:
         return []
-    if not any(map(q.summed, range(len(q.rule.factors)))):
+    if not q.summed_factors:
         return []
     arrived = arrivals(q, costs)
     values = tuple((v, sharding) for v, _, sharding, _ in arrived)

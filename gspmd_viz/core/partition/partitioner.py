@@ -68,7 +68,8 @@ class PassMemo:
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins.static, numbered alike
-        self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
+        self.follow_splits: dict[int, FactorAxes] = {}  # twins.follow_key -> result_driven
+        self.follow_keys: dict[Equation, int] = {}  # twins.follow_key, numbered
         self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
         self.roles: dict[Equation, list] = {}  # twins.roles
@@ -270,7 +271,11 @@ class Partitioner:
         return cost
 
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        cost = min(self.per_trip(v, version, target) for version in self.versions[v])
+        versions = self.versions[v]  # most values exist in one version: nothing to weigh
+        if len(versions) == 1:
+            cost = self.per_trip(v, versions[0], target)
+        else:
+            cost = min(self.per_trip(v, version, target) for version in versions)
         return 0.0 if cost and remake_scalars.remade_split(self, v, target) else cost
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
@@ -401,10 +406,11 @@ class Partitioner:
         it reads); afresh for a windowed op (sanitizing notes which halos would not pay)."""
         if q0.entry.halo:
             return result_driven(q0, self.prop)
-        key = twins.follow_key(self, eqn)
-        if key not in self.memo.follow_splits:
-            self.memo.follow_splits[key] = result_driven(q0, self.prop)
-        return dict(self.memo.follow_splits[key])
+        known, key = self.memo.follow_splits, twins.follow_key(self, eqn)
+        found = known.get(key)
+        if found is None:
+            found = known[key] = result_driven(q0, self.prop)
+        return dict(found)
 
     def choice(self, eqn: Equation, splits: list, plans=(), ranked=None) -> tuple:
         """choose_split.choose's answer (split, factor axes, whether only sharing idle axes

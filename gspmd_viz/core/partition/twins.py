@@ -47,12 +47,17 @@ def _number(p: PartitionerState, key: tuple) -> int:
     return numbers.setdefault(key, len(numbers))
 
 
-def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
+def follow_key(p: PartitionerState, eqn: Equation) -> int:
     """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
-    its operands were propagated."""
-    held = p.prop.shardings
-    ins = tuple([held[x] if isinstance(x, Value) else None for x in eqn.inputs])
-    return (static(p, eqn), ins)
+    its operands were propagated, as a number (made once per memo: the follow pass and the
+    greedy pass's replay check both ask at every equation)."""
+    known = p.memo.follow_keys
+    found = known.get(eqn)
+    if found is None:
+        held = p.prop.shardings
+        ins = tuple([held[x] if isinstance(x, Value) else None for x in eqn.inputs])
+        found = known[eqn] = _number(p, ("follow", static(p, eqn), ins))
+    return found
 
 
 def roles(p: PartitionerState, eqn: Equation) -> list:
