@@ -225,9 +225,10 @@ class EquationSplit:
         """The factor split a tensor's sharding implies (compound dims split major first);
         worked out once per (tensor, spec), a copy each time."""
         key = (tensor, sharding.spec)
-        if key not in self._implied:
-            self._implied[key] = self._from_tensor(tensor, sharding)
-        return dict(self._implied[key])
+        found = self._implied.get(key)
+        if found is None:
+            found = self._implied[key] = self._from_tensor(tensor, sharding)
+        return dict(found)
 
     def _from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
         fa: FactorAxes = {}

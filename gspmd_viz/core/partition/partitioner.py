@@ -219,10 +219,10 @@ class Partitioner:
 
     def _split(self, eqn: Equation, rule, settled: bool) -> EquationSplit:
         """One rule with propagation's settled split (or none)."""
-        propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
+        propagated = tuple([self.prop.sharding(v) for v in eqn.outputs])
         fa = self.prop.factor_axes(eqn) if settled else {}
         q = EquationSplit(eqn, rule, fa, propagated, self.mesh, self.memo.shardings)
-        if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
+        if q.entry.identity:  # an annotation's operand moves to what it says, even
             q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
         return q
 
