@@ -31,11 +31,8 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
     known = p.memo.signatures
     found = known.get(eqn)
     if found is None:
-        values = roles(p, eqn)
-        first = {}  # which places hold one value: each value's first place
-        for k, v in enumerate(values):
-            first.setdefault(id(v), k)
-        same = tuple([first[id(v)] for v in values])
+        ids = list(map(id, roles(p, eqn)))
+        same = tuple(map(ids.index, ids))  # which places hold one value: each one's first
         outs = tuple([_result_view(p, v) for v in eqn.outputs])
         found = known[eqn] = _number(p, (static(p, eqn), same, _remade_ins(p, eqn), outs))
     return found
