@@ -72,13 +72,13 @@ def roles(p: PartitionerState, eqn: Equation) -> list:
 
 
 def placed(values: list, read) -> tuple[int, ...] | None:
-    """The place of each value in `read` among `values` (roles), or None if one has none."""
-    places = tuple(_place(values, v) for v in read)
-    return None if None in places else places
-
-
-def _place(values: list, v) -> int | None:
-    return next((k for k, u in enumerate(values) if u is v), None)
+    """The (first) place of each value in `read` among `values` (roles), or None if one has
+    none."""
+    ids = list(map(id, values))
+    try:
+        return tuple([ids.index(id(v)) for v in read])
+    except ValueError:  # a value read that holds no place
+        return None
 
 
 def static(p: PartitionerState, eqn: Equation) -> int:
