@@ -480,7 +480,7 @@ class Partitioner:
         windowed op, whose splits are made afresh)."""
         if q.entry.halo:
             return self.make_applied(q, fa)
-        key = (q, tuple(sorted(fa.items())))  # a chosen split's axes are tuples (sanitized)
+        key = (q, tuple(fa.items()))  # chosen splits are sanitized: in factor order, tuples
         found = self.memo.applied.get(key)
         if found is None:
             found = self.memo.applied[key] = self.twin_applied(q, fa, key[1])
