@@ -70,7 +70,8 @@ _REAL_MEMO = partitioner.PassMemo.__init__
 def _forgetful_memo(self):
     _REAL_MEMO(self)
     # what the program alone decides
-    for name in ("readers", "remade", "roles", "asked_views", "reader_views", "remade_ins"):
+    names = ("readers", "remade", "roles", "asked_views", "reader_views", "remade_ins")
+    for name in (*names, "follow_keys"):
         setattr(self, name, _Forgetful())
 
 

@@ -225,9 +225,10 @@ class EquationSplit:
         """The factor split a tensor's sharding implies (compound dims split major first);
         worked out once per (tensor, spec), a copy each time."""
         key = (tensor, sharding.spec)
-        if key not in self._implied:
-            self._implied[key] = self._from_tensor(tensor, sharding)
-        return dict(self._implied[key])
+        found = self._implied.get(key)
+        if found is None:
+            found = self._implied[key] = self._from_tensor(tensor, sharding)
+        return dict(found)
 
     def _from_tensor(self, tensor, sharding: Sharding) -> FactorAxes:
         fa: FactorAxes = {}
@@ -273,17 +274,7 @@ class EquationSplit:
                     whole = whole and n == factors[f].size
             if fa == before:
                 break
-        used, out = set(), {}
-        for f in sorted(fa):  # every mesh axis splits one factor at most
-            keep = []
-            for a in fa[f]:
-                if a in used:
-                    break
-                keep.append(a)
-            used.update(keep)
-            if keep:
-                out[f] = tuple(keep)
-        return out
+        return _each_axis_once(fa)
 
     def likely_operand(self, i: int) -> Sharding:
         """The sharding this equation will likely read operand i in: by propagation's split, or
@@ -322,8 +313,9 @@ class EquationSplit:
         found = self._shardings.get(key)
         if found is None:
             pending = self.reduction_axes(fa) if self.combine == "sum" else ()
-            ops = tuple(self.sharding(_tensor_axes(fa, t)) for t in self.rule.operands)
-            results = tuple(self.sharding(_tensor_axes(fa, t), pending) for t in self.rule.results)
+            rule, made = self.rule, self.sharding
+            ops = tuple([made(_tensor_axes(fa, t)) for t in rule.operands])
+            results = tuple([made(_tensor_axes(fa, t), pending) for t in rule.results])
             found = self._shardings[key] = (ops, results)
         return found
 
@@ -423,6 +415,26 @@ class EquationSplit:
             for f, axes in moved
             if self.size(kept.get(f, ())) == 1 and self.splittable(f, axes)  # size-1: unsplit
         ]
+
+
+def _each_axis_once(fa: FactorAxes) -> FactorAxes:
+    """fa (each factor's axes a non-empty tuple, as _sanitize makes them) in factor order,
+    each factor's axes cut before the first mesh axis a factor before it splits (every mesh
+    axis splits one factor at most)."""
+    axes = [a for f in fa for a in fa[f]]
+    if len(set(axes)) == len(axes):  # most splits: no axis named twice, nothing cut
+        return {f: fa[f] for f in sorted(fa)}
+    used, out = set(), {}
+    for f in sorted(fa):
+        keep = []
+        for a in fa[f]:
+            if a in used:
+                break
+            keep.append(a)
+        used.update(keep)
+        if keep:
+            out[f] = tuple(keep)
+    return out
 
 
 def past_after(past: Callable, before: float, bytes_: float) -> bool:

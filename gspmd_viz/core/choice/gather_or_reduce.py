@@ -127,9 +127,9 @@ def conflicts(q: EquationSplit, costs: Costs) -> list[Conflict]:
     """Each mesh axis over which one operand arrives with a contraction factor split and
     another with a factor it keeps (a batch, a head) split: `x[B@data, E] @ w[E@data, H]`.
     Only a contraction whose partial sums add up (a matmul's), two operands or more."""
-    if q.combine != "sum" or sum(isinstance(v, Value) for v in q.eqn.inputs) < 2:
+    if q.combine != "sum" or not q.summed_factors:  # most equations: asked first, cached
         return []
-    if not any(map(q.summed, range(len(q.rule.factors)))):
+    if sum(isinstance(v, Value) for v in q.eqn.inputs) < 2:
         return []
     arrived = arrivals(q, costs)
     values = tuple((v, sharding) for v, _, sharding, _ in arrived)

@@ -29,7 +29,6 @@ compute would look free: that is why it comes after the rule and the bytes, not 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable
 
@@ -276,8 +275,17 @@ def merged(candidates: list[dict]) -> list[dict]:
 def _yielding(fa: dict, to: dict) -> dict:
     """fa with each factor's axes cut before the first mesh axis that `to` uses."""
     taken = {a for axes in to.values() for a in axes}
-    cut = {f: tuple(itertools.takewhile(lambda a: a not in taken, axes)) for f, axes in fa.items()}
-    return {f: axes for f, axes in cut.items() if axes}
+    out = {}
+    for f, axes in fa.items():
+        if taken.isdisjoint(axes):  # most factors: kept whole
+            out[f] = tuple(axes)
+            continue
+        k = 0
+        while axes[k] not in taken:
+            k += 1
+        if k:
+            out[f] = tuple(axes[:k])
+    return out
 
 
 def spread(q, candidates: list[dict]) -> list[dict]:

@@ -68,7 +68,8 @@ class PassMemo:
         self.signatures: dict[Equation, int] = {}  # twins.signature, numbered
         self.signature_numbers: dict[tuple, int] = {}
         self.statics: dict[Equation, int] = {}  # twins.static, numbered alike
-        self.follow_splits: dict[tuple, FactorAxes] = {}  # twins.follow_key -> result_driven
+        self.follow_splits: dict[int, FactorAxes] = {}  # twins.follow_key -> result_driven
+        self.follow_keys: dict[Equation, int] = {}  # twins.follow_key, numbered
         self.readers: dict[Value, tuple | None] = {}  # lookahead.sole_reader's (eqn, place)
         self.remade: dict[Value, Equation | None] = {}  # remake_scalars.remade_from
         self.roles: dict[Equation, list] = {}  # twins.roles
@@ -218,10 +219,10 @@ class Partitioner:
 
     def _split(self, eqn: Equation, rule, settled: bool) -> EquationSplit:
         """One rule with propagation's settled split (or none)."""
-        propagated = tuple(self.prop.sharding(v) for v in eqn.outputs)
+        propagated = tuple([self.prop.sharding(v) for v in eqn.outputs])
         fa = self.prop.factor_axes(eqn) if settled else {}
         q = EquationSplit(eqn, rule, fa, propagated, self.mesh, self.memo.shardings)
-        if entry_for(eqn).identity:  # an annotation's operand moves to what it says, even
+        if q.entry.identity:  # an annotation's operand moves to what it says, even
             q.settled = q.from_tensor(q.rule.results[0], propagated[0])  # against its input's
         return q
 
@@ -270,7 +271,11 @@ class Partitioner:
         return cost
 
     def fetch_cost(self, v: Value, target: Sharding) -> float:
-        cost = min(self.per_trip(v, version, target) for version in self.versions[v])
+        versions = self.versions[v]  # most values exist in one version: nothing to weigh
+        if len(versions) == 1:
+            cost = self.per_trip(v, versions[0], target)
+        else:
+            cost = min(self.per_trip(v, version, target) for version in versions)
         return 0.0 if cost and remake_scalars.remade_split(self, v, target) else cost
 
     def fetch(self, v: Value, target: Sharding, consumer: Equation | None) -> str:
@@ -401,10 +406,11 @@ class Partitioner:
         it reads); afresh for a windowed op (sanitizing notes which halos would not pay)."""
         if q0.entry.halo:
             return result_driven(q0, self.prop)
-        key = twins.follow_key(self, eqn)
-        if key not in self.memo.follow_splits:
-            self.memo.follow_splits[key] = result_driven(q0, self.prop)
-        return dict(self.memo.follow_splits[key])
+        known, key = self.memo.follow_splits, twins.follow_key(self, eqn)
+        found = known.get(key)
+        if found is None:
+            found = known[key] = result_driven(q0, self.prop)
+        return dict(found)
 
     def choice(self, eqn: Equation, splits: list, plans=(), ranked=None) -> tuple:
         """choose_split.choose's answer (split, factor axes, whether only sharing idle axes
@@ -474,7 +480,7 @@ class Partitioner:
         windowed op, whose splits are made afresh)."""
         if q.entry.halo:
             return self.make_applied(q, fa)
-        key = (q, tuple(sorted(fa.items())))  # a chosen split's axes are tuples (sanitized)
+        key = (q, tuple(fa.items()))  # chosen splits are sanitized: in factor order, tuples
         found = self.memo.applied.get(key)
         if found is None:
             found = self.memo.applied[key] = self.twin_applied(q, fa, key[1])

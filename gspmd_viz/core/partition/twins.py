@@ -31,11 +31,8 @@ def signature(p: PartitionerState, eqn: Equation) -> int:
     known = p.memo.signatures
     found = known.get(eqn)
     if found is None:
-        values = roles(p, eqn)
-        first = {}  # which places hold one value: each value's first place
-        for k, v in enumerate(values):
-            first.setdefault(id(v), k)
-        same = tuple([first[id(v)] for v in values])
+        ids = list(map(id, roles(p, eqn)))
+        same = tuple(map(ids.index, ids))  # which places hold one value: each one's first
         outs = tuple([_result_view(p, v) for v in eqn.outputs])
         found = known[eqn] = _number(p, (static(p, eqn), same, _remade_ins(p, eqn), outs))
     return found
@@ -47,12 +44,17 @@ def _number(p: PartitionerState, key: tuple) -> int:
     return numbers.setdefault(key, len(numbers))
 
 
-def follow_key(p: PartitionerState, eqn: Equation) -> tuple:
+def follow_key(p: PartitionerState, eqn: Equation) -> int:
     """All follow_xla.result_driven reads of an equation: the equation alone and the shardings
-    its operands were propagated."""
-    held = p.prop.shardings
-    ins = tuple([held[x] if isinstance(x, Value) else None for x in eqn.inputs])
-    return (static(p, eqn), ins)
+    its operands were propagated, as a number (made once per memo: the follow pass and the
+    greedy pass's replay check both ask at every equation)."""
+    known = p.memo.follow_keys
+    found = known.get(eqn)
+    if found is None:
+        held = p.prop.shardings
+        ins = tuple([held[x] if isinstance(x, Value) else None for x in eqn.inputs])
+        found = known[eqn] = _number(p, ("follow", static(p, eqn), ins))
+    return found
 
 
 def roles(p: PartitionerState, eqn: Equation) -> list:
@@ -70,13 +72,13 @@ def roles(p: PartitionerState, eqn: Equation) -> list:
 
 
 def placed(values: list, read) -> tuple[int, ...] | None:
-    """The place of each value in `read` among `values` (roles), or None if one has none."""
-    places = tuple(_place(values, v) for v in read)
-    return None if None in places else places
-
-
-def _place(values: list, v) -> int | None:
-    return next((k for k, u in enumerate(values) if u is v), None)
+    """The (first) place of each value in `read` among `values` (roles), or None if one has
+    none."""
+    ids = list(map(id, values))
+    try:
+        return tuple([ids.index(id(v)) for v in read])
+    except ValueError:  # a value read that holds no place
+        return None
 
 
 def static(p: PartitionerState, eqn: Equation) -> int:

@@ -114,9 +114,12 @@ class RunCond:
         return "\n".join(lines)
 
 
+_WRITES_OUTS = Compute | RunLoop | RunCond  # made once: plan_cost asks at every instruction
+
+
 def defines(ins) -> tuple[str, ...]:
     """The buffers an instruction writes."""
-    if isinstance(ins, Compute | RunLoop | RunCond):
+    if isinstance(ins, _WRITES_OUTS):
         return ins.outs
     return (ins.name,) if isinstance(ins, Const) else (ins.dst,)
 
