@@ -1,8 +1,8 @@
 """records.frozen_params (the params part of an equation's kind, Program.kinds) tests the
 commonest types first (plain tuples and dicts, dtypes) and checks a tuple's entries in one
-C call. The reference is the general case alone, kept here: every param of the keras-hub
-models' and random programs' equations, and drawn nested params, must freeze to an equal key
-of the same type (so kinds number the same classes)."""
+C call. The reference is the general case alone (records.frozen at every level): every param
+of the keras-hub models' and random programs' equations, and drawn nested params, must freeze
+to an equal key of the same type (so kinds number the same classes)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -18,23 +18,8 @@ from gspmd_viz.core.program.records import frozen_params
 
 
 def frozen_by_reference(params) -> object:
-    """The general case for every param: containers by content, numbers by type and repr,
-    arrays by bytes, the rest as they hash (or by identity)."""
-    if type(params) in (int, str, type(None)):
-        return params
-    if isinstance(params, float | bool | np.generic):
-        return (type(params).__name__, repr(params))
-    if isinstance(params, dict):
-        return tuple((k, frozen_by_reference(v)) for k, v in sorted(params.items()))
-    if isinstance(params, list | tuple):
-        return (type(params).__name__, tuple(frozen_by_reference(v) for v in params))
-    if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
-        return ("array", params.shape, params.dtype, params.tobytes())
-    try:
-        hash(params)
-    except TypeError:
-        return ("object", id(params))
-    return params
+    """The general case alone, at every level."""
+    return records.frozen(params, frozen_by_reference)
 
 
 def _same(got, want) -> bool:

@@ -1,35 +1,22 @@
-"""Two small helpers of the chooser, each against the plain loop it replaced (kept here as the
-reference), on hypothesis draws of factor splits: choose_split._each_axis_once (each mesh axis
-splits one factor at most; a split naming no axis twice is only put in factor order) and
-split_cost._yielding (a split's axes cut before the first axis another split uses). Items are
-compared in order: a sanitized split is a dict in factor order, and callers key caches by it."""
+"""Two small helpers of the chooser against their plain loops, on hypothesis draws of factor
+splits: choose_split._each_axis_once (each mesh axis splits one factor at most; a split naming
+no axis twice is only put in factor order) against its loop alone (_cut_repeats), and
+split_cost._yielding (a split's axes cut before the first axis another split uses) against the
+loop it replaced, kept here. Items are compared in order: a sanitized split is a dict in factor
+order, and callers key caches by it."""
 
 import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gspmd_viz.core.choice.choose_split import _each_axis_once
+from gspmd_viz.core.choice.choose_split import _cut_repeats, _each_axis_once
 from gspmd_viz.core.cost.split_cost import _yielding
 
 AXES = st.sampled_from(["x", "y", "z", "w"])
 SPLITS = st.dictionaries(
     st.integers(0, 5), st.lists(AXES, min_size=1, max_size=3).map(tuple), max_size=4
 )
-
-
-def _each_axis_once_reference(fa: dict) -> dict:
-    used, out = set(), {}
-    for f in sorted(fa):
-        keep = []
-        for a in fa[f]:
-            if a in used:
-                break
-            keep.append(a)
-        used.update(keep)
-        if keep:
-            out[f] = tuple(keep)
-    return out
 
 
 def _yielding_reference(fa: dict, to: dict) -> dict:
@@ -40,7 +27,7 @@ def _yielding_reference(fa: dict, to: dict) -> dict:
 
 @given(SPLITS)
 def test_each_axis_once_is_the_loop_it_replaced(fa):
-    assert list(_each_axis_once(fa).items()) == list(_each_axis_once_reference(fa).items())
+    assert list(_each_axis_once(fa).items()) == list(_cut_repeats(fa).items())
 
 
 @given(SPLITS, SPLITS)

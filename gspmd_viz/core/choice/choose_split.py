@@ -424,6 +424,11 @@ def _each_axis_once(fa: FactorAxes) -> FactorAxes:
     axes = [a for f in fa for a in fa[f]]
     if len(set(axes)) == len(axes):  # most splits: no axis named twice, nothing cut
         return {f: fa[f] for f in sorted(fa)}
+    return _cut_repeats(fa)
+
+
+def _cut_repeats(fa: FactorAxes) -> FactorAxes:
+    """_each_axis_once, factor by factor: each keeps its axes up to one an earlier took."""
     used, out = set(), {}
     for f in sorted(fa):
         keep = []

@@ -196,23 +196,33 @@ def _operand_key(x) -> tuple:
 
 def frozen_params(params) -> object:
     """params as a dict key: containers by content, arrays by bytes, the rest as they hash
-    (or by identity when they do not: then no equation shares its key, which is safe)."""
+    (or by identity when they do not: then no equation shares its key, which is safe). The
+    commonest params first (atoms, tuples and dicts of atoms, dtypes); `frozen` the rest."""
     kind = type(params)
     if kind in _ATOMS:  # most params: as they are
         return params
-    if kind is tuple:  # shapes, dims (the general case's answer, without its type tests)
-        if _ATOMS.issuperset(map(type, params)):  # without a call per entry
-            return ("tuple", params)
-        return ("tuple", tuple([frozen_params(v) for v in params]))
-    if kind is dict or isinstance(params, dict):  # most values atoms: as they are
+    if kind is tuple and _ATOMS.issuperset(map(type, params)):  # shapes, dims: `frozen`'s
+        return ("tuple", params)  # answer without a call per entry
+    if kind is dict:  # most values atoms: as they are
         items = sorted(params.items())
         return tuple([(k, v if type(v) in _ATOMS else frozen_params(v)) for k, v in items])
-    if isinstance(params, np.dtype):  # hashable, no number: as the last case has it
+    if isinstance(params, np.dtype):  # hashable, no number: as `frozen` has it
         return params
-    if isinstance(params, _NUMBERS):  # told apart by type, and -0.0 by sign
+    return frozen(params, frozen_params)
+
+
+def frozen(params, freeze) -> object:
+    """frozen_params' general case, entries of containers frozen by `freeze`: numbers by
+    type and repr (-0.0 by its sign), containers by content, arrays by bytes, the rest as
+    they hash (or by identity)."""
+    if type(params) in _ATOMS:
+        return params
+    if isinstance(params, _NUMBERS):
         return (type(params).__name__, repr(params))
+    if isinstance(params, dict):
+        return tuple([(k, freeze(v)) for k, v in sorted(params.items())])
     if isinstance(params, _SEQUENCES):
-        return (type(params).__name__, tuple(frozen_params(v) for v in params))
+        return (type(params).__name__, tuple([freeze(v) for v in params]))
     if isinstance(params, np.ndarray) and params.dtype.kind in "biufc":
         return ("array", params.shape, params.dtype, params.tobytes())
     try:
