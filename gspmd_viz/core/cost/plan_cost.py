@@ -184,7 +184,7 @@ def _written(ins) -> dict[str, int]:
 def _written_by(ins: Compute):
     """_written(ins).items() of a local op: most (no annotation, no window-ready result)
     write their results at their bytes, read off without a dict made."""
-    if ins.ready or entry_for(ins.eqn).identity:
+    if ins.ready or _is_annotation(ins):
         return _written(ins).items()
     return zip(ins.outs, result_bytes(ins), strict=True)
 
